@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Building EROFS images from a directory tree (or a tar stream).
+ *
+ * The image is written to a temporary file beside @image and renamed into
+ * place only when complete: a failed or interrupted build leaves whatever
+ * was at @image untouched. The same input and options give the same bytes.
+ */
+#ifndef KILN_BUILDER_H
+#define KILN_BUILDER_H
+
+#include <kiln/kiln.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum kiln_source_kind {
+	KILN_SOURCE_DIR = 0,	/* @source is a directory */
+	KILN_SOURCE_TAR = 1,	/* @source is a tar file, "-" = stdin */
+};
+
+enum kiln_build_flags {
+	KILN_BUILD_ALL_ROOT	= 1u << 0,	/* uid = gid = 0 everywhere */
+	KILN_BUILD_FORCE_UID	= 1u << 1,	/* use opts.force_uid */
+	KILN_BUILD_FORCE_GID	= 1u << 2,	/* use opts.force_gid */
+	KILN_BUILD_FIXED_MTIME	= 1u << 3,	/* every mtime = opts.fixed_mtime */
+	KILN_BUILD_CLAMP_MTIME	= 1u << 4,	/* mtimes > build_time clamped */
+	KILN_BUILD_BUILD_TIME	= 1u << 5,	/* use opts.build_time */
+	KILN_BUILD_UUID		= 1u << 6,	/* use opts.uuid */
+	KILN_BUILD_RANDOM_UUID	= 1u << 7,	/* not content-derived */
+	KILN_BUILD_NO_XATTRS	= 1u << 8,	/* drop all xattrs */
+	KILN_BUILD_NO_XATTR_FILTER = 1u << 9,	/* no name bloom filter */
+	KILN_BUILD_VERIFY	= 1u << 10,	/* re-read and compare before rename */
+};
+
+struct kiln_build_opts {
+	size_t struct_size;		/* sizeof(struct kiln_build_opts) */
+	kiln_log_fn log;		/* NULL: messages are dropped */
+	void *log_ctx;
+	enum kiln_source_kind source_kind;
+	unsigned int flags;		/* enum kiln_build_flags */
+	unsigned int blkszbits;		/* 0 = 12 (4096-byte blocks) */
+	const char *volume_label;	/* NULL or at most 15 bytes */
+	uint32_t force_uid, force_gid;
+	int64_t fixed_mtime;		/* seconds, KILN_BUILD_FIXED_MTIME */
+	int64_t build_time;		/* seconds, KILN_BUILD_BUILD_TIME */
+	uint8_t uuid[16];		/* KILN_BUILD_UUID */
+	/*
+	 * Exclude patterns (fnmatch(3) with FNM_PATHNAME off, matched against
+	 * the path relative to the source root without a leading '/', and
+	 * against the bare name). An excluded directory is skipped whole.
+	 */
+	const char *const *excludes;
+	size_t nr_excludes;
+	unsigned int shared_xattr_min;	/* share xattrs used this often; 0 = 2 */
+	unsigned int threads;		/* 0 = all cores */
+};
+
+struct kiln_build_stats {
+	uint64_t inodes;		/* files of every type */
+	uint64_t regular_files;
+	uint64_t directories;
+	uint64_t input_bytes;		/* regular file bytes read */
+	uint64_t image_bytes;
+	uint64_t shared_xattrs;
+	double seconds;
+};
+
+/*
+ * Build the image at @image from @source. @opts may be NULL (defaults).
+ * @stats may be NULL. Returns 0 or a negative errno; the reason (with the
+ * source path) has been logged at KILN_LOG_ERROR.
+ */
+KILN_API int kiln_build(const char *source, const char *image,
+			const struct kiln_build_opts *opts,
+			struct kiln_build_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reading EROFS images: open, look paths up, list directories, stat,
+ * readlink, xattrs and pread of file data.
+ *
+ * Every image is treated as hostile: a corrupt structure yields
+ * -KILN_ECORRUPT (and a log line naming the object), never a crash.
+ *
+ * Threads: one struct kiln_image may be used by many threads at once;
+ * a struct kiln_file belongs to one thread at a time.
+ */
+#ifndef KILN_IMAGE_H
+#define KILN_IMAGE_H
+
+#include <kiln/kiln.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct kiln_image;
+struct kiln_file;
+
+enum kiln_cache_mode {
+	KILN_CACHE_DEFAULT = 0,	/* bounded decompressed-pcluster cache */
+	KILN_CACHE_NONE = 1,	/* no lookup, no insertion */
+};
+
+enum kiln_image_flags {
+	KILN_IMAGE_FORCE_COPY = 1u << 0, /* decode to scratch, then copy */
+};
+
+struct kiln_image_opts {
+	size_t struct_size;	/* sizeof(struct kiln_image_opts) */
+	kiln_log_fn log;	/* NULL: messages are dropped */
+	void *log_ctx;
+	enum kiln_cache_mode cache;
+	size_t cache_size;	/* bytes; 0 = default */
+	unsigned int flags;	/* enum kiln_image_flags */
+};
+
+/*
+ * Open the image at @path (or read it from @fd, which stays the caller's and
+ * must stay open until kiln_image_close()). Validates the superblock and the
+ * root inode. @opts may be NULL. Returns 0 and sets *@out, or a negative
+ * errno: -KILN_ECORRUPT for a bad superblock, -EOPNOTSUPP for features kiln
+ * does not know.
+ */
+KILN_API int kiln_image_open(struct kiln_image **out, const char *path,
+			     const struct kiln_image_opts *opts);
+KILN_API int kiln_image_open_fd(struct kiln_image **out, int fd,
+				const struct kiln_image_opts *opts);
+/* Release the image; NULL is a no-op. No kiln_file may still be open. */
+KILN_API void kiln_image_close(struct kiln_image *img);
+
+struct kiln_image_info {
+	uint32_t block_size;
+	uint64_t blocks;		/* from the superblock */
+	uint64_t image_size;		/* bytes of the file/device */
+	uint64_t inodes;
+	kiln_nid_t root_nid;
+	kiln_nid_t packed_nid;		/* 0 = none */
+	uint32_t feature_compat;
+	uint32_t feature_incompat;
+	uint16_t compr_algs;		/* bitmap of on-disk algorithm ids */
+	uint8_t uuid[16];
+	char volume_name[17];		/* NUL-terminated */
+	int64_t epoch;			/* seconds */
+	int64_t build_time;		/* seconds since the Unix epoch */
+	uint32_t fixed_nsec;
+	uint32_t sb_checksum;
+	uint32_t meta_blkaddr;
+	uint32_t xattr_blkaddr;
+};
+
+KILN_API void kiln_image_get_info(const struct kiln_image *img,
+				  struct kiln_image_info *info);
+KILN_API kiln_nid_t kiln_image_root(const struct kiln_image *img);
+
+struct kiln_stat {
+	kiln_nid_t nid;
+	uint32_t mode;			/* type and permission bits */
+	uint32_t uid, gid;
+	uint32_t nlink;
+	uint64_t size;
+	int64_t mtime;			/* seconds */
+	uint32_t mtime_nsec;
+	uint32_t rdev_major, rdev_minor;
+	uint64_t blocks;		/* 512-byte units, as st_blocks */
+	uint8_t datalayout;		/* enum erofs_datalayout */
+	uint8_t extended;		/* 1 = 64-byte inode */
+};
+
+/* Fill @st for inode @nid. 0 or negative errno. */
+KILN_API int kiln_stat_nid(struct kiln_image *img, kiln_nid_t nid,
+			   struct kiln_stat *st);
+
+/*
+ * Find @name (@name_len bytes, no '/') in directory @dir. Returns 0 and
+ * sets *@nid, -ENOENT, -ENOTDIR, -ENAMETOOLONG or another negative errno.
+ */
+KILN_API int kiln_lookup(struct kiln_image *img, kiln_nid_t dir,
+			 const char *name, size_t name_len, kiln_nid_t *nid);
+
+enum kiln_resolve_flags {
+	KILN_RESOLVE_FOLLOW = 1u << 0,	/* follow a final symlink */
+};
+
+/*
+ * Resolve @path ("/a/b", "a/b", "" and "/" are the root) from the root.
+ * Symlinks in the middle of the path are followed inside the image
+ * (absolute targets restart at the image root; at most 40 links); the
+ * final one only with KILN_RESOLVE_FOLLOW. ".." never leaves the root.
+ */
+KILN_API int kiln_resolve(struct kiln_image *img, const char *path,
+			  unsigned int flags, kiln_nid_t *nid);
+
+struct kiln_dirent {
+	kiln_nid_t nid;
+	const char *name;	/* NUL-terminated; valid during the callback */
+	uint16_t name_len;
+	uint8_t type;		/* DT_* value (DT_REG, DT_DIR, ...) */
+	uint64_t next_pos;	/* pass to kiln_dir_iterate() to resume after */
+};
+
+/*
+ * Return non-zero from the callback to stop: kiln_dir_iterate() then
+ * returns that value. Negative values should be errnos.
+ */
+typedef int (*kiln_dir_fn)(void *ctx, const struct kiln_dirent *de);
+
+/*
+ * Call @fn for each entry of directory @dir from position @pos (0 = start),
+ * "." and ".." included, in on-disk (sorted) order. Returns 0 at the end,
+ * the callback's non-zero value, or a negative errno.
+ */
+KILN_API int kiln_dir_iterate(struct kiln_image *img, kiln_nid_t dir,
+			      uint64_t pos, kiln_dir_fn fn, void *ctx);
+
+/*
+ * Copy the target of symlink @nid into @buf (@cap bytes) with a NUL.
+ * Returns the target length, -ERANGE if @cap is too small, -EINVAL if @nid
+ * is not a symlink.
+ */
+KILN_API ssize_t kiln_readlink(struct kiln_image *img, kiln_nid_t nid,
+			       char *buf, size_t cap);
+
+/*
+ * listxattr(2) semantics: NUL-separated full names into @buf. With @cap 0
+ * returns the size needed; -ERANGE if @cap is too small.
+ */
+KILN_API ssize_t kiln_listxattr(struct kiln_image *img, kiln_nid_t nid,
+				char *buf, size_t cap);
+/*
+ * getxattr(2) semantics: the value of @name into @buf. With @cap 0 returns
+ * the size; -ENODATA if absent; -ERANGE if @cap is too small.
+ */
+KILN_API ssize_t kiln_getxattr(struct kiln_image *img, kiln_nid_t nid,
+			       const char *name, void *buf, size_t cap);
+
+/* Open regular file (or symlink/dir data) @nid for reading. */
+KILN_API int kiln_file_open(struct kiln_image *img, kiln_nid_t nid,
+			    struct kiln_file **out);
+KILN_API void kiln_file_close(struct kiln_file *file);
+KILN_API uint64_t kiln_file_size(const struct kiln_file *file);
+
+/*
+ * Read up to @len bytes of @file at @off into @buf, decompressing straight
+ * into @buf. Returns bytes read (short only at EOF, 0 at or past EOF) or a
+ * negative errno; -KILN_ECORRUPT: corrupt image.
+ */
+KILN_API ssize_t kiln_file_pread(struct kiln_file *file, void *buf,
+				 size_t len, uint64_t off);
+
+/*
+ * Find the first data (non-hole) range at or after @off, like
+ * SEEK_DATA/SEEK_HOLE: sets *@data_off and *@data_end (exclusive). Returns 0,
+ * -ENXIO when only holes remain, or a negative errno. Holes are reported
+ * where the layout records them (null chunks, hole extents); other data is
+ * one range.
+ */
+KILN_API int kiln_file_next_data(struct kiln_file *file, uint64_t off,
+				 uint64_t *data_off, uint64_t *data_end);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

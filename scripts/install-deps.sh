@@ -1,0 +1,23 @@
+#!/bin/sh
+# Install the Debian packages kiln needs to build, test and benchmark.
+# Only what is missing is installed; nothing is downloaded otherwise.
+set -eu
+
+PKGS="build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
+libzstd-dev liblz4-dev libdeflate-dev liblzma-dev libfuse3-dev fuse3
+libarchive-dev libxxhash-dev libisal-dev python3 python3-pytest attr
+erofs-utils squashfs-tools squashfuse fio zstd xz-utils bzip2 gzip
+util-linux kmod"
+
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "installing:$missing"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
