@@ -1,10 +1,49 @@
 // SPDX-License-Identifier: MIT
 /* kiln: the command table. */
 #include <stdio.h>
+#include <string.h>
+
 #include <kiln/kiln.h>
 
-int main(void)
+#include "cli.h"
+
+static const struct kiln_cmd commands[] = {
+	{ "build",   cmd_build,   "build an image from a directory or tar stream" },
+	{ "ls",      cmd_ls,      "list a directory inside an image" },
+	{ "cat",     cmd_cat,     "write a file of an image to standard output" },
+	{ "extract", cmd_extract, "extract an image (or part of it) to a directory" },
+	{ "info",    cmd_info,    "describe an image" },
+	{ "fsck",    cmd_fsck,    "check every structure and byte of an image" },
+	{ "mount",   cmd_mount,   "mount an image with FUSE" },
+	{ "umount",  cmd_umount,  "unmount a kiln FUSE mount" },
+};
+
+static void usage(FILE *f)
 {
-	printf("kiln %s\n", kiln_version());
-	return 0;
+	fprintf(f, "usage: kiln COMMAND [OPTIONS] ...\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\n'kiln COMMAND --help' describes a command.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("kiln %s\n", kiln_version());
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "kiln: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
 }
