@@ -10,6 +10,7 @@
 #define KILN_BUILDER_H
 
 #include <kiln/kiln.h>
+#include <kiln/codec.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,6 +35,32 @@ enum kiln_build_flags {
 	KILN_BUILD_VERIFY	= 1u << 10,	/* re-read and compare before rename */
 };
 
+/* How compressed files are mapped (see docs/format notes, section 7). */
+enum kiln_compress_layout {
+	KILN_COMPRESS_LAYOUT_AUTO = 0,	/* classic, the widest kernel support */
+	KILN_COMPRESS_LAYOUT_CLASSIC,	/* fixed-output pclusters, lcluster indexes */
+	KILN_COMPRESS_LAYOUT_EXTENTS,	/* fixed-input extents (48-bit, 6.15+) */
+};
+
+enum kiln_compress_flags {
+	KILN_COMPRESS_ZTAILPACKING = 1u << 0,	/* inline the last pcluster */
+	KILN_COMPRESS_FRAGMENTS	= 1u << 1,	/* tails into the packed inode */
+	KILN_COMPRESS_DEDUPE	= 1u << 2,	/* share identical pclusters */
+};
+
+/* A snapshot of a running build, handed to kiln_build_opts.progress. */
+struct kiln_build_progress {
+	size_t struct_size;		/* sizeof as the library knows it */
+	uint64_t files_done;		/* regular files whose data is written */
+	uint64_t files_total;		/* 0 while still unknown (scanning) */
+	uint64_t bytes_done;		/* input bytes read and processed */
+	uint64_t bytes_total;		/* input bytes to process; 0: unknown */
+	uint64_t out_bytes;		/* image bytes written so far */
+	double elapsed;			/* seconds since the build started */
+	double rate;			/* recent input bytes per second */
+	double eta;			/* seconds left; < 0: unknown */
+};
+
 struct kiln_build_opts {
 	size_t struct_size;		/* sizeof(struct kiln_build_opts) */
 	kiln_log_fn log;		/* NULL: messages are dropped */
@@ -55,6 +82,32 @@ struct kiln_build_opts {
 	size_t nr_excludes;
 	unsigned int shared_xattr_min;	/* share xattrs used this often; 0 = 2 */
 	unsigned int threads;		/* 0 = all cores */
+	/*
+	 * Progress callback, NULL for none: called at most about ten times a
+	 * second while the build runs, and once more at its end. Calls never
+	 * overlap, but may come from any of the build's threads; @p is valid
+	 * only during the call.
+	 */
+	void (*progress)(void *ctx, const struct kiln_build_progress *p);
+	void *progress_ctx;
+	/*
+	 * Compression of regular files. codec KILN_CODEC_NONE (the zeroed
+	 * default) stores every file uncompressed; the rest is then ignored.
+	 */
+	struct kiln_compress_spec compress;
+	/*
+	 * Classic layout: largest pcluster (compressed bytes, a multiple of
+	 * the block size up to 1 MiB; 0 = one block). Extent layout: input
+	 * bytes per extent (a power of two, block size .. 1 MiB; 0 = 64 KiB).
+	 */
+	uint32_t pcluster_size;
+	enum kiln_compress_layout compress_layout;
+	unsigned int compress_flags;	/* enum kiln_compress_flags */
+	/*
+	 * A pcluster stays compressed only if that saves at least this many
+	 * bytes of image; otherwise its data is stored raw. 0 = one block.
+	 */
+	uint32_t raw_margin;
 };
 
 struct kiln_build_stats {
@@ -65,6 +118,7 @@ struct kiln_build_stats {
 	uint64_t image_bytes;
 	uint64_t shared_xattrs;
 	double seconds;
+	uint64_t peak_rss;		/* bytes: getrusage() ru_maxrss */
 };
 
 /*

@@ -12,12 +12,45 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <kiln/codec.h>
 
 struct kiln_out;		/* lib/builder/output.h */
-struct kiln_zctx;		/* per-build compression state (zfile.c) */
+struct kiln_zctx;		/* per-build compression state (zctx.c) */
 struct kiln_zfile;		/* one file's extents and map settings */
+struct kiln_build_opts;
+struct kiln_logger;
+
+/*
+ * Per-build compression state from the compression fields of @opts
+ * (codec, level, pcluster size, layout, flags, raw margin) for an image of
+ * 1 << @blkszbits byte blocks. *@zc is NULL (not an error) when @opts asks
+ * for no compression. Returns 0, -EINVAL for inconsistent options (logged
+ * to @lg, which must outlive the context) or -EOPNOTSUPP for a codec this
+ * build lacks. One context serves every thread of the build.
+ */
+int kiln_zctx_new(const struct kiln_build_opts *opts, unsigned int blkszbits,
+		  const struct kiln_logger *lg, struct kiln_zctx **zc);
+void kiln_zctx_free(struct kiln_zctx *zc);
+
+/*
+ * What the superblock needs once every file is written: bits to OR into
+ * feature_incompat, and the value of the u1 field (algorithm bitmap with
+ * COMPR_CFGS, else 0 = default LZ4 window). Both 0 when nothing ended up
+ * compressed. @zc may be NULL.
+ */
+void kiln_zctx_features(const struct kiln_zctx *zc, uint32_t *incompat,
+			uint16_t *u1);
+/*
+ * Encode the compression config records that follow the superblock,
+ * starting at image byte @pos (1024 + superblock size), into @dst. Returns
+ * the bytes written from @pos (alignment included; 0 when COMPR_CFGS is
+ * not needed) or -ENOSPC when @cap is too small. Call with @dst NULL to
+ * learn the size.
+ */
+ssize_t kiln_zctx_cfgs_encode(const struct kiln_zctx *zc, uint64_t pos,
+			      void *dst, size_t cap);
 
 /* Reads @len bytes of the source file at @off into @buf; 0 or -errno. */
 typedef int (*kiln_src_read_fn)(void *ctx, void *buf, size_t len,
@@ -51,5 +84,13 @@ int kiln_zfile_map_size(const struct kiln_zfile *zf, uint64_t meta_end,
 /* Write the map for an inode whose xattrs end at @meta_end into @dst. */
 int kiln_zfile_map_encode(const struct kiln_zfile *zf, uint64_t meta_end,
 			  void *dst, size_t len);
+/*
+ * Give up the inline tail pcluster: append it to @out as a regular
+ * pcluster. The map then needs no particular position; its size and
+ * kiln_zfile_datalayout() may change. No-op without an inline tail.
+ */
+int kiln_zfile_drop_inline(struct kiln_zfile *zf, struct kiln_out *out);
+/* True when the map has an inline tail (size depends on position). */
+bool kiln_zfile_has_inline(const struct kiln_zfile *zf);
 
 #endif

@@ -14,11 +14,26 @@
 
 #include <kiln/codec.h>
 
+/*
+ * What a build's compressor is set up for; also what its on-disk config
+ * record says. Workspaces made for one set of params serve only it.
+ */
+struct kiln_codec_params {
+	int level;
+	uint32_t blksz;			/* filesystem block size */
+	uint32_t max_pcluster_size;	/* largest pcluster, bytes */
+};
+
 struct kiln_codec_ops {
 	const char *name;		/* "lz4", "lz4hc", "zstd", ... */
 	enum kiln_codec_id id;
 	uint8_t erofs_alg;		/* enum erofs_compr_alg */
 	int min_level, max_level, default_level;
+	/*
+	 * Partial decoding costs only the bytes produced (lz4, zstd, lzma).
+	 * False when decompress(partial) decodes everything anyway.
+	 */
+	bool stops_early;
 	/*
 	 * Bytes of workspace compress()/compress_destsize() need at @level
 	 * with inputs up to @max_in bytes, and decompress() needs for
@@ -52,11 +67,70 @@ struct kiln_codec_ops {
 	 */
 	int (*decompress)(void *ws, void *dst, size_t dst_len,
 			  const void *src, size_t src_len, bool partial);
+
+	/*
+	 * Optional (NULL = nothing to do): set up a workspace region of
+	 * compress_wsize() (cws_) or decompress_wsize() (dws_) bytes before
+	 * its first use, and tear it down before it is freed. Codecs whose
+	 * library keeps its own context (zstd, libdeflate, liblzma) create it
+	 * here once, so compress()/decompress() never allocate in steady
+	 * state. Call them through kiln_codec_cws_init() and friends.
+	 */
+	int (*cws_init)(void *ws, size_t ws_size,
+			const struct kiln_codec_params *p);
+	void (*cws_fini)(void *ws);
+	int (*dws_init)(void *ws, size_t ws_size);
+	void (*dws_fini)(void *ws);
+	/*
+	 * Optional: write the payload of this codec's compression config
+	 * record (the bytes after the le16 length, section 1.5 of the format
+	 * notes) for images built with @p. Returns the payload length or
+	 * -ENOSPC. NULL: the codec has no record (never for on-disk codecs).
+	 */
+	ssize_t (*config_encode)(const struct kiln_codec_params *p, void *dst,
+				 size_t cap);
+	/* Optional: NULL means every level in [min_level, max_level]. */
+	bool (*level_valid)(int level);
 };
 
 /* The ops of codec @id, or NULL if not built in. */
 const struct kiln_codec_ops *kiln_codec_get(enum kiln_codec_id id);
 /* The decoder for on-disk algorithm @alg (any level), or NULL. */
 const struct kiln_codec_ops *kiln_codec_by_erofs_alg(unsigned int alg);
+
+/* True when @level is accepted by @ops. */
+bool kiln_codec_level_ok(const struct kiln_codec_ops *ops, int level);
+
+/* Hook dispatchers: a NULL hook is a no-op that returns 0. */
+int kiln_codec_cws_init(const struct kiln_codec_ops *ops, void *ws,
+			size_t ws_size, const struct kiln_codec_params *p);
+void kiln_codec_cws_fini(const struct kiln_codec_ops *ops, void *ws);
+int kiln_codec_dws_init(const struct kiln_codec_ops *ops, void *ws,
+			size_t ws_size);
+void kiln_codec_dws_fini(const struct kiln_codec_ops *ops, void *ws);
+
+/*
+ * Fixed-output compression for every codec: ops->compress_destsize() when
+ * the codec has it, else a deterministic binary search over the input
+ * length with ops->compress(). Same contract as compress_destsize():
+ * *@src_len in = input available, out = input consumed (> 0 on success).
+ * -ENOSPC when not even a minimal prefix fits.
+ */
+ssize_t kiln_codec_compress_destsize(const struct kiln_codec_ops *ops,
+				     void *ws, int level, void *dst,
+				     size_t dst_cap, const void *src,
+				     size_t *src_len);
+
+/*
+ * MicroLZMA dictionary for images whose largest pcluster is
+ * @max_pcluster_size bytes: 4 x that, as a power of two, within
+ * [32 KiB, 8 MiB]. The compressor and the config record both use it.
+ */
+uint32_t kiln_lzma_dict_size(uint32_t max_pcluster_size);
+
+/* Largest decoded size a decompress workspace must serve (12 MiB). */
+#define KILN_CODEC_MAX_OUT	(12u * 1024u * 1024u)
+/* zstd window limit of everything we write and accept: 1 MiB. */
+#define KILN_ZSTD_WINDOW_LOG	20
 
 #endif

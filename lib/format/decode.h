@@ -48,7 +48,7 @@ struct kiln_inode {
 	kiln_nid_t nid;
 	uint64_t inode_off;		/* byte offset of the core in the image */
 	unsigned int core_size;		/* 32 or 64 */
-	unsigned int xattr_size;	/* inline xattr area bytes, 0 or >= 16 */
+	unsigned int xattr_size;	/* inline xattr area bytes: 0 or 12 + 4n */
 	uint8_t datalayout;		/* enum erofs_datalayout */
 	bool extended;
 	bool dot_omitted;		/* directory without "." on disk */
@@ -86,5 +86,79 @@ int kiln_decode_super(const void *raw, size_t len, struct kiln_sb *sb,
  */
 int kiln_decode_inode(const struct kiln_sb *sb, const void *raw, size_t len,
 		      struct kiln_inode *inode, const char **why);
+
+/* Size of the inode core that starts with @raw (>= 2 bytes): 32 or 64. */
+unsigned int kiln_decode_core_size(const void *raw);
+
+/* Inline xattr area size for i_xattr_icount @icount (0, or 12 + 4 * (n - 1)). */
+static inline unsigned int kiln_xattr_ibody_size(uint16_t icount)
+{
+	return icount ? 12u + 4u * ((unsigned int)icount - 1u) : 0u;
+}
+
+/* One directory entry of a block (no name: names are checked by dir.c). */
+struct kiln_dirent_disk {
+	kiln_nid_t nid;
+	uint16_t nameoff;
+	uint8_t file_type;		/* enum erofs_file_type, unchecked */
+};
+
+/* Decode the 12-byte dirent at @raw (@len >= 12). */
+void kiln_decode_dirent(const void *raw, struct kiln_dirent_disk *de);
+
+/*
+ * Number of dirents of the directory block @raw of @blk_len bytes (the block
+ * size, or less for the final block): checks dirent 0's nameoff (non-zero,
+ * multiple of 12, inside @blk_len). Returns the count or a negative errno.
+ */
+int kiln_decode_dirent_count(const void *raw, size_t blk_len,
+			     const char **why);
+
+/* Inline xattr area header. */
+struct kiln_xattr_ibody {
+	uint32_t name_filter;
+	uint8_t shared_count;
+};
+
+/*
+ * Decode the header of an inline xattr area of @area_size bytes (@raw has at
+ * least 12): -EOPNOTSUPP for a header-only area, corrupt when the shared id
+ * list does not fit.
+ */
+int kiln_decode_xattr_ibody(const void *raw, size_t area_size,
+			    struct kiln_xattr_ibody *h, const char **why);
+
+/* Xattr entry header. */
+struct kiln_xattr_entry {
+	uint8_t name_len;		/* stored suffix length */
+	uint8_t name_index;		/* short index, or 0x80 | long prefix */
+	uint16_t value_size;
+	uint32_t footprint;		/* round_up(4 + name + value, 4) */
+};
+
+void kiln_decode_xattr_entry(const void *raw, struct kiln_xattr_entry *e);
+
+/* Chunk map geometry of a CHUNK_BASED inode. */
+struct kiln_chunk_geo {
+	unsigned int chunkbits;		/* log2 of the chunk size */
+	unsigned int unit;		/* 4 or 8 bytes per entry */
+	uint64_t count;			/* entries: ceil(size / chunk size) */
+	uint64_t table_off;		/* byte offset of entry 0 */
+};
+
+void kiln_chunk_geo(const struct kiln_sb *sb, const struct kiln_inode *in,
+		    struct kiln_chunk_geo *geo);
+
+/* Decoded chunk entry: a block on @device, or a hole. */
+struct kiln_chunk {
+	uint64_t blk;
+	uint16_t device;		/* 0 = primary (masked like the kernel) */
+	bool hole;
+};
+
+/* Decode the chunk entry at @raw (geo->unit bytes). */
+void kiln_decode_chunk(const struct kiln_sb *sb, const struct kiln_inode *in,
+		       const struct kiln_chunk_geo *geo, const void *raw,
+		       struct kiln_chunk *c);
 
 #endif

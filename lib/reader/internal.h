@@ -24,7 +24,29 @@ struct kiln_image {
 	enum kiln_cache_mode cache;
 	size_t cache_size;
 	void *zctx;		/* compressed-read state (zread.c), may be NULL */
+	/* COMPR_CFGS config payloads by algorithm id (len 0: none), image.c */
+	uint64_t zcfg_off[Z_EROFS_COMPRESSION_MAX];
+	uint32_t zcfg_len[Z_EROFS_COMPRESSION_MAX];
+	/* long xattr name prefixes (sb.xattr_prefix_count of them), image.c */
+	struct kiln_xattr_prefix *xprefixes;
+	char *xprefix_blob;	/* owns the infixes when not in the map */
 };
+
+/* One long xattr name prefix: short prefix @base_index, then @infix. */
+struct kiln_xattr_prefix {
+	const char *infix;
+	uint8_t infix_len;
+	uint8_t base_index;
+};
+
+/*
+ * Config record payload of compression algorithm @alg (enum erofs_compr_alg):
+ * sets *@payload (into the map, valid until close) and *@len. Returns 0, or
+ * -ENOENT when the image has no record for @alg (no COMPR_CFGS, or the
+ * algorithm is not in the bitmap).
+ */
+int kiln_image_compr_cfg(const struct kiln_image *img, unsigned int alg,
+			 const void **payload, size_t *len);
 
 /* Corruption exits: logs function, line and message; yields -KILN_ECORRUPT. */
 #define KILN_CORRUPT(img, ...) \
@@ -50,7 +72,58 @@ struct kiln_file {
 	struct kiln_image *img;
 	struct kiln_inode inode;
 	void *zstate;		/* per-file compressed-read state, may be NULL */
+	/* data.c: precomputed layout geometry */
+	struct kiln_chunk_geo chunk;	/* CHUNK_BASED */
+	uint64_t inline_start;	/* FLAT_INLINE: file offset of the inline part */
+	uint64_t inline_off;	/* FLAT_INLINE: image offset of the inline part */
 };
+
+/*
+ * Embedded file handles (dir.c, namei.c, xattr.c): set up @file for the
+ * loaded inode @in, checking its layout geometry; pair with
+ * kiln_file_release(). kiln_file_open() is the allocating wrapper.
+ */
+int kiln_file_init(struct kiln_file *file, struct kiln_image *img,
+		   const struct kiln_inode *in);
+void kiln_file_release(struct kiln_file *file);
+
+/*
+ * Lend a pointer to file bytes [@off, @off + @len) when they lie contiguous
+ * in the map (flat and chunk layouts): *@ptr is set, or NULL when the range
+ * is a hole, compressed or split; the caller then uses kiln_file_pread().
+ * Returns 0 or a negative errno (range outside the file or the image).
+ */
+int kiln_file_direct(struct kiln_file *file, uint64_t off, size_t len,
+		     const void **ptr);
+
+/* One checked directory block (dir.c). */
+struct kiln_dirblk {
+	const uint8_t *data;	/* into the map, or the caller's scratch */
+	size_t len;		/* block size, or less for the final block */
+	unsigned int count;	/* dirents in the block */
+	uint64_t blk;		/* block index within the directory */
+};
+
+/*
+ * Read block @blk of directory @dir (an embedded file handle on a directory
+ * inode) and check its dirent count. @scratch (block size bytes) is used
+ * only when the block is not contiguous in the map.
+ */
+int kiln_dirblk_read(struct kiln_file *dir, uint64_t blk, uint8_t *scratch,
+		     struct kiln_dirblk *b);
+
+/* Load directory @nid into the embedded handle @dir (-ENOTDIR if not one). */
+int kiln_dir_open(struct kiln_image *img, kiln_nid_t nid,
+		  struct kiln_file *dir);
+
+/* Entry @i of @b with its name, every bound checked. */
+int kiln_dirblk_entry(struct kiln_file *dir, const struct kiln_dirblk *b,
+		      unsigned int i, struct kiln_dirent_disk *de,
+		      const uint8_t **name, unsigned int *name_len);
+
+/* st_blocks of @in (512-byte units of image space used), for stat. */
+int kiln_inode_blocks(struct kiln_image *img, const struct kiln_inode *in,
+		      uint64_t *blocks);
 
 /*
  * Compressed data (zread.c): read @len bytes at @off of a compressed inode
@@ -60,5 +133,7 @@ struct kiln_file {
 ssize_t kiln_zread(struct kiln_file *file, void *buf, size_t len,
 		   uint64_t off);
 void kiln_zread_release(struct kiln_file *file);
+/* Free the image's compressed-read state (img->zctx); kiln_image_close(). */
+void kiln_zimage_release(struct kiln_image *img);
 
 #endif

@@ -3,6 +3,14 @@
 #ifndef KILN_CLI_H
 #define KILN_CLI_H
 
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <kiln/image.h>
+
 struct kiln_cmd {
 	const char *name;
 	int (*run)(int argc, char **argv);	/* argv[0] is the command name */
@@ -17,5 +25,72 @@ int cmd_info(int argc, char **argv);
 int cmd_fsck(int argc, char **argv);
 int cmd_mount(int argc, char **argv);
 int cmd_umount(int argc, char **argv);
+
+/*
+ * Options of one subcommand, as a table. @key is the short option letter,
+ * or a value >= 256 for a long-only option; @arg names the argument in
+ * --help (NULL: the option takes none). -h/--help is always added; at most
+ * 64 options per command.
+ */
+struct cli_option {
+	const char *name;
+	int key;
+	const char *arg;
+	const char *help;
+};
+
+struct cli_spec {
+	const char *cmd;		/* "ls" */
+	const char *usage;		/* "[-l] IMAGE [PATH]" */
+	const char *summary;		/* one line */
+	const struct cli_option *opts;
+	size_t nr_opts;
+};
+
+enum {
+	CLI_OPT_END = -1,		/* options done: optind is the first operand */
+	CLI_OPT_HELP = -2,		/* --help was printed: exit 0 */
+	CLI_OPT_ERROR = -3,		/* a usage error was printed: exit 2 */
+};
+
+/* Next option (its key), or a CLI_OPT_* value; *@arg gets its argument. */
+int cli_getopt(int argc, char **argv, const struct cli_spec *spec,
+	       const char **arg);
+/* Exit status for a CLI_OPT_HELP / CLI_OPT_ERROR result. */
+int cli_opt_exit(int rc);
+void cli_usage(FILE *f, const struct cli_spec *spec);
+/* "kiln CMD: <message>" and a usage line on stderr; returns 2. */
+int cli_usage_error(const struct cli_spec *spec, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/*
+ * Log sink for an image: prints "kiln: <image>: <message>" to stderr for
+ * messages up to @max_level, and keeps the last error-level message.
+ */
+struct cli_log {
+	const char *image;
+	enum kiln_log_level max_level;
+	bool quiet_errors;		/* keep errors in @last, do not print */
+	bool have_last;
+	char last[1024];
+};
+
+void cli_log_init(struct cli_log *lg, const char *image,
+		  enum kiln_log_level max_level);
+void cli_log_fn(void *ctx, enum kiln_log_level level, const char *msg);
+
+/* "kiln: <image>: <message>\n" on stderr (control bytes escaped). */
+void cli_error(const char *image, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Open @path logging to @lg; prints the reason and returns it on failure. */
+int cli_open_image(struct kiln_image **img, const char *path,
+		   struct cli_log *lg);
+
+/* "512 B", "1.5 KiB", "3.0 GiB" into @buf. Returns @buf. */
+const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);
+
+/* Copy @s into @buf with control bytes and backslashes escaped (\ooo). */
+const char *cli_escape(const char *s, char *buf, size_t cap);
 
 #endif

@@ -1,11 +1,472 @@
 // SPDX-License-Identifier: MIT
+/* kiln build: bake a directory tree into an EROFS image. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kiln/builder.h>
+
 #include "cli.h"
+
+struct build_cli {
+	struct kiln_build_opts opts;
+	const char **excludes;
+	size_t nr_excludes, excludes_cap;
+	char **owned;			/* lines read by --exclude-from */
+	size_t nr_owned;
+	int verbosity;			/* -1 quiet, 0 normal, 1 verbose */
+	bool mtime_given;
+};
+
+static const struct cli_spec build_spec;
+
+enum {
+	OPT_ALL_ROOT = 256,
+	OPT_FORCE_UID,
+	OPT_FORCE_GID,
+	OPT_EXCLUDE_FROM,
+	OPT_NO_XATTRS,
+	OPT_LAYOUT,
+	OPT_ZTAILPACKING,
+	OPT_FRAGMENTS,
+	OPT_DEDUPE,
+	OPT_RAW_MARGIN,
+};
+
+/* A decimal number in [@min, @max]. */
+static int parse_u64(const char *opt, const char *s, uint64_t min,
+		     uint64_t max, uint64_t *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	if (!*s || *end || errno || *s == '-' || *v < min || *v > max)
+		return cli_usage_error(&build_spec,
+				       "%s: '%s' is not a number in %" PRIu64
+				       "..%" PRIu64, opt, s, min, max);
+	return 0;
+}
+
+static int parse_i64(const char *opt, const char *s, int64_t *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtoll(s, &end, 10);
+	if (!*s || *end || errno)
+		return cli_usage_error(&build_spec,
+				       "%s: '%s' is not a number of seconds",
+				       opt, s);
+	return 0;
+}
+
+static int set_block_size(struct build_cli *c, const char *arg)
+{
+	uint64_t v;
+
+	if (parse_u64("--block-size", arg, 512, 4096, &v))
+		return 2;
+	if (v & (v - 1))
+		return cli_usage_error(&build_spec,
+				       "--block-size: %s is not a power of two",
+				       arg);
+	c->opts.blkszbits = (unsigned int)__builtin_ctzll(v);
+	return 0;
+}
+
+static int set_label(struct build_cli *c, const char *arg)
+{
+	if (strlen(arg) > 15)
+		return cli_usage_error(&build_spec,
+				       "--label: at most 15 bytes");
+	c->opts.volume_label = arg;
+	return 0;
+}
+
+static int set_all_root(struct build_cli *c, const char *arg)
+{
+	(void)arg;
+	c->opts.flags |= KILN_BUILD_ALL_ROOT;
+	return 0;
+}
+
+static int set_force_uid(struct build_cli *c, const char *arg)
+{
+	uint64_t v;
+
+	if (parse_u64("--force-uid", arg, 0, UINT32_MAX, &v))
+		return 2;
+	c->opts.force_uid = (uint32_t)v;
+	c->opts.flags |= KILN_BUILD_FORCE_UID;
+	return 0;
+}
+
+static int set_force_gid(struct build_cli *c, const char *arg)
+{
+	uint64_t v;
+
+	if (parse_u64("--force-gid", arg, 0, UINT32_MAX, &v))
+		return 2;
+	c->opts.force_gid = (uint32_t)v;
+	c->opts.flags |= KILN_BUILD_FORCE_GID;
+	return 0;
+}
+
+static int set_mtime(struct build_cli *c, const char *arg)
+{
+	if (parse_i64("--mtime", arg, &c->opts.fixed_mtime))
+		return 2;
+	c->opts.flags |= KILN_BUILD_FIXED_MTIME;
+	c->mtime_given = true;
+	return 0;
+}
+
+static int add_exclude(struct build_cli *c, const char *arg)
+{
+	if (c->nr_excludes == c->excludes_cap) {
+		size_t cap = c->excludes_cap ? c->excludes_cap * 2 : 8;
+		const char **v = realloc(c->excludes, cap * sizeof(*v));
+
+		if (!v)
+			return cli_usage_error(&build_spec, "out of memory");
+		c->excludes = v;
+		c->excludes_cap = cap;
+	}
+	c->excludes[c->nr_excludes++] = arg;
+	return 0;
+}
+
+/* One pattern per line; empty lines and lines starting with '#' skipped. */
+static int add_exclude_from(struct build_cli *c, const char *arg)
+{
+	FILE *f = strcmp(arg, "-") ? fopen(arg, "r") : stdin;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	int rc = 0;
+
+	if (!f) {
+		fprintf(stderr, "kiln: %s: %s\n", arg, strerror(errno));
+		return 1;
+	}
+	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
+		char **v;
+
+		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = '\0';
+		if (!len || line[0] == '#')
+			continue;
+		v = realloc(c->owned, (c->nr_owned + 1) * sizeof(*v));
+		if (!v || !(v[c->nr_owned] = strdup(line))) {
+			c->owned = v ? v : c->owned;
+			rc = cli_usage_error(&build_spec, "out of memory");
+			break;
+		}
+		c->owned = v;
+		rc = add_exclude(c, c->owned[c->nr_owned++]);
+	}
+	free(line);
+	if (f != stdin)
+		fclose(f);
+	return rc;
+}
+
+static int hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+static int set_uuid(struct build_cli *c, const char *arg)
+{
+	size_t n = 0;
+
+	if (!strcmp(arg, "random")) {
+		c->opts.flags |= KILN_BUILD_RANDOM_UUID;
+		c->opts.flags &= ~(unsigned int)KILN_BUILD_UUID;
+		return 0;
+	}
+	for (const char *p = arg; *p; p++) {
+		int hi, lo;
+
+		if (*p == '-')
+			continue;
+		hi = hexval(p[0]);
+		lo = hi < 0 ? -1 : hexval(p[1]);
+		if (lo < 0 || n == 16)
+			goto bad;
+		c->opts.uuid[n++] = (uint8_t)(hi << 4 | lo);
+		p++;
+	}
+	if (n != 16)
+		goto bad;
+	c->opts.flags |= KILN_BUILD_UUID;
+	c->opts.flags &= ~(unsigned int)KILN_BUILD_RANDOM_UUID;
+	return 0;
+bad:
+	return cli_usage_error(&build_spec,
+			       "--uuid: '%s' is not a UUID or 'random'", arg);
+}
+
+static int set_no_xattrs(struct build_cli *c, const char *arg)
+{
+	(void)arg;
+	c->opts.flags |= KILN_BUILD_NO_XATTRS;
+	return 0;
+}
+
+static int set_threads(struct build_cli *c, const char *arg)
+{
+	uint64_t v;
+
+	if (parse_u64("--threads", arg, 0, 1024, &v))
+		return 2;
+	c->opts.threads = (unsigned int)v;
+	return 0;
+}
+
+static int set_quiet(struct build_cli *c, const char *arg)
+{
+	(void)arg;
+	c->verbosity = -1;
+	return 0;
+}
+
+static int set_verbose(struct build_cli *c, const char *arg)
+{
+	(void)arg;
+	c->verbosity = 1;
+	return 0;
+}
+
+static int set_compress(struct build_cli *c, const char *arg)
+{
+	char err[512];
+
+	if (kiln_compress_parse(arg, &c->opts.compress, err, sizeof(err)))
+		return cli_usage_error(&build_spec, "--compress: %s", err);
+	return 0;
+}
+
+static int set_pcluster_size(struct build_cli *c, const char *arg)
+{
+	uint64_t v;
+
+	if (parse_u64("--pcluster-size", arg, 512, 1024 * 1024, &v))
+		return 2;
+	c->opts.pcluster_size = (uint32_t)v;
+	return 0;
+}
+
+static int set_layout(struct build_cli *c, const char *arg)
+{
+	if (!strcmp(arg, "auto"))
+		c->opts.compress_layout = KILN_COMPRESS_LAYOUT_AUTO;
+	else if (!strcmp(arg, "classic"))
+		c->opts.compress_layout = KILN_COMPRESS_LAYOUT_CLASSIC;
+	else if (!strcmp(arg, "extents"))
+		c->opts.compress_layout = KILN_COMPRESS_LAYOUT_EXTENTS;
+	else
+		return cli_usage_error(&build_spec,
+				       "--layout: '%s' is not auto, classic "
+				       "or extents", arg);
+	return 0;
+}
+
+static int set_ztailpacking(struct build_cli *c, const char *arg)
+{
+	(void)arg;
+	c->opts.compress_flags |= KILN_COMPRESS_ZTAILPACKING;
+	return 0;
+}
+
+static int set_fragments(struct build_cli *c, const char *arg)
+{
+	(void)arg;
+	c->opts.compress_flags |= KILN_COMPRESS_FRAGMENTS;
+	return 0;
+}
+
+static int set_dedupe(struct build_cli *c, const char *arg)
+{
+	(void)arg;
+	c->opts.compress_flags |= KILN_COMPRESS_DEDUPE;
+	return 0;
+}
+
+static int set_raw_margin(struct build_cli *c, const char *arg)
+{
+	uint64_t v;
+
+	if (parse_u64("--raw-margin", arg, 1, 1024 * 1024, &v))
+		return 2;
+	c->opts.raw_margin = (uint32_t)v;
+	return 0;
+}
+
+/* One row per option: its spelling and help, and what it sets. */
+static const struct build_option {
+	struct cli_option opt;
+	int (*apply)(struct build_cli *c, const char *arg);
+} build_options[] = {
+	{ { "block-size", 'b', "N", "block size in bytes, 512..4096 "
+				    "(default 4096)" }, set_block_size },
+	{ { "label", 'L', "LABEL", "volume label, at most 15 bytes" },
+	  set_label },
+	{ { "all-root", OPT_ALL_ROOT, NULL, "make every file owned by 0:0" },
+	  set_all_root },
+	{ { "force-uid", OPT_FORCE_UID, "UID", "make every file owned by UID" },
+	  set_force_uid },
+	{ { "force-gid", OPT_FORCE_GID, "GID", "make every file's group GID" },
+	  set_force_gid },
+	{ { "mtime", 'T', "SECONDS", "give every file this mtime (seconds "
+				     "since the epoch)" }, set_mtime },
+	{ { "exclude", 'x', "PATTERN", "skip paths or names matching this "
+				       "glob (repeatable)" }, add_exclude },
+	{ { "exclude-from", OPT_EXCLUDE_FROM, "FILE", "read exclude patterns "
+						      "from FILE, one a line" },
+	  add_exclude_from },
+	{ { "uuid", 'U', "UUID", "volume UUID, or 'random' (default: derived "
+				 "from the content)" }, set_uuid },
+	{ { "no-xattrs", OPT_NO_XATTRS, NULL, "do not store extended "
+					      "attributes" }, set_no_xattrs },
+	{ { "threads", 'j', "N", "worker threads (0 = all cores)" },
+	  set_threads },
+	{ { "compress", 'z', "ALG[:LEVEL]", "compress files: lz4, lz4hc, "
+			"lzma, deflate or zstd (default: none)" }, set_compress },
+	{ { "pcluster-size", 'C', "BYTES", "largest pcluster (classic "
+			"layout, default one block) or extent input size "
+			"(extents layout, default 65536)" }, set_pcluster_size },
+	{ { "layout", OPT_LAYOUT, "KIND", "compressed file layout: auto, "
+			"classic or extents (48-bit, Linux 6.15+)" },
+	  set_layout },
+	{ { "ztailpacking", OPT_ZTAILPACKING, NULL, "store the last pcluster "
+			"of a compressed file inline" }, set_ztailpacking },
+	{ { "fragments", OPT_FRAGMENTS, NULL, "pack compressed file tails "
+			"into a shared inode" }, set_fragments },
+	{ { "dedupe", OPT_DEDUPE, NULL, "share identical pclusters between "
+			"files" }, set_dedupe },
+	{ { "raw-margin", OPT_RAW_MARGIN, "BYTES", "store a pcluster raw "
+			"unless compressing saves this much (default one "
+			"block)" }, set_raw_margin },
+	{ { "quiet", 'q', NULL, "print errors only" }, set_quiet },
+	{ { "verbose", 'v', NULL, "print progress details" }, set_verbose },
+};
+
+#define NR_BUILD_OPTIONS (sizeof(build_options) / sizeof(build_options[0]))
+
+static struct cli_option build_cli_options[NR_BUILD_OPTIONS];
+
+static const struct cli_spec build_spec = {
+	.cmd = "build",
+	.usage = "[OPTIONS] SOURCE IMAGE",
+	.summary = "Build the EROFS image IMAGE from the directory SOURCE. "
+		   "SOURCE_DATE_EPOCH, if set,\nsets the build time and clamps "
+		   "newer mtimes to it.",
+	.opts = build_cli_options,
+	.nr_opts = NR_BUILD_OPTIONS,
+};
+
+static void build_log(void *ctx, enum kiln_log_level level, const char *msg)
+{
+	const struct build_cli *c = ctx;
+	char esc[4096];
+
+	cli_escape(msg, esc, sizeof(esc));
+	if (level == KILN_LOG_ERROR)
+		fprintf(stderr, "kiln: %s\n", esc);
+	else if (level == KILN_LOG_WARN && c->verbosity >= 0)
+		fprintf(stderr, "kiln: warning: %s\n", esc);
+	else if (level >= KILN_LOG_INFO && c->verbosity > 0)
+		fprintf(stderr, "kiln: %s\n", esc);
+}
+
+/* SOURCE_DATE_EPOCH: the build time, and an upper bound for mtimes. */
+static int apply_source_date_epoch(struct build_cli *c)
+{
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+	char *end;
+	long long v;
+
+	if (!sde || !*sde)
+		return 0;
+	errno = 0;
+	v = strtoll(sde, &end, 10);
+	if (*end || errno || v < 0) {
+		fprintf(stderr, "kiln build: SOURCE_DATE_EPOCH='%s' is not a "
+				"number of seconds\n", sde);
+		return 2;
+	}
+	c->opts.build_time = v;
+	c->opts.flags |= KILN_BUILD_BUILD_TIME | KILN_BUILD_CLAMP_MTIME;
+	return 0;
+}
+
+static void print_summary(const char *image, const struct kiln_build_stats *st)
+{
+	char in[32], out[32];
+
+	printf("%s: %" PRIu64 " files (%" PRIu64 " regular, %" PRIu64
+	       " directories), %s in, %s image, %.2f s\n", image, st->inodes,
+	       st->regular_files, st->directories,
+	       cli_human_size(st->input_bytes, in, sizeof(in)),
+	       cli_human_size(st->image_bytes, out, sizeof(out)), st->seconds);
+}
 
 int cmd_build(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "kiln build: not available yet\n");
-	return 2;
+	struct build_cli c = { .verbosity = 0 };
+	struct kiln_build_stats stats;
+	const char *arg;
+	int rc, err;
+
+	for (size_t i = 0; i < NR_BUILD_OPTIONS; i++)
+		build_cli_options[i] = build_options[i].opt;
+	c.opts.struct_size = sizeof(c.opts);
+	c.opts.log = build_log;
+	c.opts.log_ctx = &c;
+	rc = apply_source_date_epoch(&c);
+	while (!rc && (rc = cli_getopt(argc, argv, &build_spec, &arg)) >= 0) {
+		size_t i = 0;
+
+		while (i < NR_BUILD_OPTIONS && build_options[i].opt.key != rc)
+			i++;
+		rc = i < NR_BUILD_OPTIONS ? build_options[i].apply(&c, arg)
+					  : cli_usage_error(&build_spec,
+							    "unhandled option");
+	}
+	if (rc > 0 || (rc < 0 && rc != CLI_OPT_END)) {
+		rc = rc > 0 ? rc : cli_opt_exit(rc);
+		goto out;
+	}
+	if (argc - optind != 2) {
+		rc = cli_usage_error(&build_spec,
+				     "expected SOURCE and IMAGE");
+		goto out;
+	}
+	c.opts.excludes = c.excludes;
+	c.opts.nr_excludes = c.nr_excludes;
+	err = kiln_build(argv[optind], argv[optind + 1], &c.opts, &stats);
+	if (err) {
+		rc = 1;
+		goto out;
+	}
+	if (c.verbosity >= 0)
+		print_summary(argv[optind + 1], &stats);
+	rc = 0;
+out:
+	for (size_t i = 0; i < c.nr_owned; i++)
+		free(c.owned[i]);
+	free(c.owned);
+	free(c.excludes);
+	return rc;
 }

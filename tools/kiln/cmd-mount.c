@@ -1,11 +1,344 @@
 // SPDX-License-Identifier: MIT
+/*
+ * kiln mount: parse options, open the image, mount it with FUSE, detach
+ * once the mount stands, serve requests until unmounted or signalled.
+ */
+#include "fuse-ops.h"
+
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+
 #include "cli.h"
+
+#define MAX_THREADS 256u
+
+struct mount_opts {
+	const char *image;
+	const char *mountpoint;
+	bool foreground;
+	bool debug;
+	bool single_thread;
+	enum kiln_cache_mode cache;
+	unsigned int threads;		/* 0: libfuse's default */
+	bool user_fsname;		/* -o fsname= given */
+	char fuse_o[4096];		/* -o list handed to libfuse */
+};
+
+static const struct cli_option mount_options[] = {
+	{ "foreground", 'f', NULL, "stay in the foreground" },
+	{ "debug", 'd', NULL, "log every request (implies -f)" },
+	{ "single-thread", 's', NULL, "handle requests in one thread" },
+	{ "options", 'o', "OPT[,OPT...]", "mount options, see below" },
+};
+
+static const struct cli_spec mount_spec = {
+	.cmd = "mount",
+	.usage = "[OPTIONS] IMAGE MOUNTPOINT",
+	.summary = "Mount an EROFS image read-only with FUSE. Without -f the "
+		   "command returns once\nthe mount is in place and serves it "
+		   "in the background.",
+	.opts = mount_options,
+	.nr_opts = sizeof(mount_options) / sizeof(mount_options[0]),
+};
+
+static void mount_o_help(void)
+{
+	printf("\nmount options (-o):\n"
+"  ro                         read-only (the default and only mode)\n"
+"  cache=none|default         decompressed-cluster cache (default: default)\n"
+"  threads=N                  at most N request threads (default 10)\n"
+"  allow_other                let other users see the mount\n"
+"  other FUSE mount options (allow_root, auto_unmount, fsname=...) are\n"
+"  passed to libfuse\n"
+"\nUnmount with 'kiln umount MOUNTPOINT', or send SIGTERM or SIGINT.\n");
+}
+
+/* Append ",@opt" (or "@opt") to the libfuse -o list. */
+static int fuse_o_add(struct mount_opts *o, const char *opt)
+{
+	size_t len = strlen(o->fuse_o);
+	int n = snprintf(o->fuse_o + len, sizeof(o->fuse_o) - len, "%s%s",
+			 len ? "," : "", opt);
+
+	if (n < 0 || (size_t)n >= sizeof(o->fuse_o) - len) {
+		fprintf(stderr, "kiln mount: mount options too long\n");
+		return -1;
+	}
+	return 0;
+}
+
+static int o_ro(struct mount_opts *o, const char *val)
+{
+	(void)o;
+	(void)val;
+	return 0;
+}
+
+static int o_rw(struct mount_opts *o, const char *val)
+{
+	(void)o;
+	(void)val;
+	cli_usage_error(&mount_spec, "EROFS images are read-only: 'rw' is not supported");
+	return -1;
+}
+
+static int o_cache(struct mount_opts *o, const char *val)
+{
+	if (!strcmp(val, "none")) {
+		o->cache = KILN_CACHE_NONE;
+	} else if (!strcmp(val, "default")) {
+		o->cache = KILN_CACHE_DEFAULT;
+	} else {
+		cli_usage_error(&mount_spec, "cache=%s: expected 'none' or 'default'", val);
+		return -1;
+	}
+	return 0;
+}
+
+static int o_threads(struct mount_opts *o, const char *val)
+{
+	char *end;
+	unsigned long n = strtoul(val, &end, 10);
+
+	if (!*val || *end || n < 1 || n > MAX_THREADS) {
+		cli_usage_error(&mount_spec, "threads=%s: expected 1 to %u",
+				val, MAX_THREADS);
+		return -1;
+	}
+	o->threads = (unsigned int)n;
+	return 0;
+}
+
+/* The -o options kiln handles itself; everything else goes to libfuse. */
+static const struct mount_o_opt {
+	const char *name;
+	bool has_value;
+	int (*apply)(struct mount_opts *o, const char *val);
+} mount_o_opts[] = {
+	{ "ro",      false, o_ro },
+	{ "rw",      false, o_rw },
+	{ "cache",   true,  o_cache },
+	{ "threads", true,  o_threads },
+};
+
+static int apply_o_one(struct mount_opts *o, char *opt)
+{
+	char *eq = strchr(opt, '=');
+	size_t name_len = eq ? (size_t)(eq - opt) : strlen(opt);
+
+	if (!*opt)
+		return 0;
+	if (!strncmp(opt, "fsname=", 7))
+		o->user_fsname = true;
+	for (size_t i = 0; i < sizeof(mount_o_opts) / sizeof(mount_o_opts[0]); i++) {
+		const struct mount_o_opt *m = &mount_o_opts[i];
+
+		if (strlen(m->name) != name_len || strncmp(m->name, opt, name_len))
+			continue;
+		if (m->has_value != (eq != NULL)) {
+			cli_usage_error(&mount_spec, "-o %s: %s", opt,
+					m->has_value ? "needs a value" : "takes no value");
+			return -1;
+		}
+		return m->apply(o, eq ? eq + 1 : NULL);
+	}
+	return fuse_o_add(o, opt);
+}
+
+static int apply_o(struct mount_opts *o, const char *list)
+{
+	char *copy = strdup(list), *save = NULL;
+	int err = 0;
+
+	if (!copy)
+		return -1;
+	for (char *tok = strtok_r(copy, ",", &save); tok && !err;
+	     tok = strtok_r(NULL, ",", &save))
+		err = apply_o_one(o, tok);
+	free(copy);
+	return err;
+}
+
+/* Returns 0, 1 after --help, or -1 on a usage error (already reported). */
+static int parse_args(struct mount_opts *o, int argc, char **argv)
+{
+	const char *arg;
+	int c;
+
+	while ((c = cli_getopt(argc, argv, &mount_spec, &arg)) != CLI_OPT_END) {
+		switch (c) {
+		case 'f':
+			o->foreground = true;
+			break;
+		case 'd':
+			o->debug = true;
+			o->foreground = true;
+			break;
+		case 's':
+			o->single_thread = true;
+			break;
+		case 'o':
+			if (apply_o(o, arg))
+				return -1;
+			break;
+		case CLI_OPT_HELP:
+			mount_o_help();
+			return 1;
+		default:
+			return -1;
+		}
+	}
+	if (argc - optind != 2) {
+		cli_usage_error(&mount_spec, "expected IMAGE and MOUNTPOINT");
+		return -1;
+	}
+	o->image = argv[optind];
+	o->mountpoint = argv[optind + 1];
+	return 0;
+}
+
+/* fsname=<image>, with the separators libfuse's option parser knows escaped. */
+static int add_fsname(struct mount_opts *o)
+{
+	char path[PATH_MAX], opt[2 * PATH_MAX + 16], *d = opt;
+	const char *src = realpath(o->image, path) ? path : o->image;
+
+	if (o->user_fsname)
+		return 0;
+	d += sprintf(d, "fsname=");
+	for (const char *s = src; *s; s++) {
+		if (*s == ',' || *s == '\\')
+			*d++ = '\\';
+		*d++ = *s;
+	}
+	*d = '\0';
+	return fuse_o_add(o, opt);
+}
+
+static int check_mountpoint(const char *mp)
+{
+	struct stat st;
+
+	if (stat(mp, &st)) {
+		cli_error(mp, "cannot mount here: %s", strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		cli_error(mp, "cannot mount here: %s", strerror(ENOTDIR));
+		return -1;
+	}
+	return 0;
+}
+
+static int open_image(struct mount_opts *o, struct kiln_fuse_fs *fs)
+{
+	struct kiln_image_opts io = {
+		.struct_size = sizeof(io),
+		.log = kiln_fuse_lib_log,
+		.log_ctx = fs,
+		.cache = o->cache,
+	};
+	struct kiln_image *img;
+	int err = kiln_image_open(&img, o->image, &io);
+
+	if (err) {
+		cli_error(o->image, "cannot open image: %s", kiln_strerror(err));
+		return -1;
+	}
+	kiln_fuse_fs_attach(fs, img);
+	return 0;
+}
+
+static int serve(struct fuse_session *se, const struct mount_opts *o)
+{
+	struct fuse_loop_config *cfg;
+	int res;
+
+	if (o->single_thread)
+		return fuse_session_loop(se);
+	cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return -ENOMEM;
+	/* One /dev/fuse descriptor per worker: no contention on reads. */
+	fuse_loop_cfg_set_clone_fd(cfg, 1);
+	if (o->threads) {
+		fuse_loop_cfg_set_max_threads(cfg, o->threads);
+		fuse_loop_cfg_set_idle_threads(cfg, o->threads);
+	}
+	res = fuse_session_loop_mt(se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return res;
+}
+
+/* 1. open the image, 2. mount, 3. detach, 4. serve, 5. unmount. */
+static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
+{
+	char *fargv[] = { "kiln", "-o", o->fuse_o, "-d", NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, fargv);
+	struct fuse_session *se;
+	int res, ret = 1;
+
+	if (open_image(o, fs))
+		return 1;
+	se = fuse_session_new(&args, &kiln_fuse_ops, sizeof(kiln_fuse_ops), fs);
+	/* Option parsing may have copied the vector: free what it made. */
+	fuse_opt_free_args(&args);
+	if (!se)
+		goto out_image;	/* libfuse said why */
+	if (fuse_set_signal_handlers(se))
+		goto out_session;
+	if (fuse_session_mount(se, o->mountpoint))
+		goto out_signals;
+	if (fuse_daemonize(o->foreground))
+		goto out_unmount;
+	if (!o->foreground) {
+		openlog("kiln", LOG_PID, LOG_DAEMON);
+		atomic_store(&fs->to_syslog, true);
+	}
+	atomic_store(&fs->serving, true);
+	res = serve(se, o);
+	/* A signal ends the loop with its number: that is a clean stop. */
+	ret = (res == 0 || res == SIGTERM || res == SIGINT || res == SIGHUP) ? 0 : 1;
+	if (ret)
+		kiln_fuse_log(fs, LOG_ERR, "request loop failed: %s", strerror(-res));
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_image:
+	/* Files still open (a lazy unmount) keep the image; exit frees it. */
+	if (!atomic_load(&fs->open_files))
+		kiln_image_close(fs->img);
+	return ret;
+}
 
 int cmd_mount(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "kiln mount: not available yet\n");
-	return 2;
+	struct mount_opts o = { .cache = KILN_CACHE_DEFAULT };
+	struct kiln_fuse_fs fs;
+	int ret;
+
+	/* Defaults first so that the user's options can add to them. */
+	if (fuse_o_add(&o, "ro") || fuse_o_add(&o, "default_permissions") ||
+	    fuse_o_add(&o, "subtype=kiln"))
+		return 1;
+	ret = parse_args(&o, argc, argv);
+	if (ret)
+		return ret > 0 ? 0 : 2;
+	if (add_fsname(&o) || check_mountpoint(o.mountpoint))
+		return 1;
+	if (kiln_fuse_fs_init(&fs, o.image, o.debug)) {
+		fprintf(stderr, "kiln mount: out of memory\n");
+		return 1;
+	}
+	ret = run_mount(&o, &fs);
+	kiln_fuse_fs_release(&fs);
+	return ret;
 }

@@ -1,0 +1,52 @@
+# Shared helpers for bench/*.sh (sourced, not run).
+# Peers come from PATH; kiln from $KILN or the default build directory.
+
+BENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+KILN=${KILN:-$BENCH_ROOT/build/tools/kiln/kiln}
+READBENCH=${READBENCH:-$BENCH_ROOT/build/bench/readbench}
+OUT=${OUT:-$BENCH_ROOT/bench/out}
+mkdir -p "$OUT"
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+drop_caches() {
+	sync
+	if [ -w /proc/sys/vm/drop_caches ]; then
+		echo 3 > /proc/sys/vm/drop_caches
+	else
+		echo "warning: cannot drop caches (not root): reads may be warm" >&2
+	fi
+}
+
+# Wall seconds of a command (stdout/stderr discarded), as a decimal.
+time_cmd() {
+	local t0 t1
+	t0=$(date +%s.%N)
+	"$@" >/dev/null 2>&1 || { echo "FAILED: $*" >&2; echo nan; return 1; }
+	t1=$(date +%s.%N)
+	echo "$t1 - $t0" | bc -l | awk '{printf "%.3f", $1}'
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+# mount_erofs IMAGE DIR [OPTS]
+mount_erofs() {
+	mkdir -p "$2"
+	mount -t erofs -o "loop,ro${3:+,$3}" "$1" "$2"
+}
+
+umount_quiet() { umount "$1" 2>/dev/null || umount -l "$1" 2>/dev/null || true; }
+
+# fio_run NAME FILE ARGS... : prints "IOPS MiB/s" of a read job.
+fio_run() {
+	local name=$1 file=$2
+	shift 2
+	fio --name="$name" --filename="$file" --readonly --direct=0 \
+		--group_reporting --output-format=json "$@" > "$OUT/fio-$name.json" 2>/dev/null ||
+		{ echo "nan nan"; return 1; }
+	/usr/bin/python3 - "$OUT/fio-$name.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]["read"]
+print("%.0f %.1f" % (j["iops"], j["bw_bytes"] / 1048576.0))
+PY
+}

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kiln_build(): scan the tree, write the data, place the inodes, write the
+ * metadata and the superblock, then rename the image into place.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "builder/internal.h"
+#include "builder/output.h"
+#include "format/erofs_fs.h"
+#include "util/checked.h"
+
+static int build_setup(struct kiln_build *b, const char *source,
+		       const char *image, const struct kiln_build_opts *opts)
+{
+	if (opts) {
+		/* an older caller's struct is shorter: the rest stays zero */
+		size_t len = opts->struct_size ? opts->struct_size
+					       : sizeof(b->opts);
+
+		memcpy(&b->opts, opts, KILN_MIN(len, sizeof(b->opts)));
+	}
+	b->opts.struct_size = sizeof(b->opts);
+	b->lg.fn = b->opts.log;
+	b->lg.ctx = b->opts.log_ctx;
+	b->source = source;
+	b->image = image;
+	b->blkszbits = b->opts.blkszbits ? b->opts.blkszbits : 12;
+	if (b->blkszbits < EROFS_MIN_BLKSZBITS ||
+	    b->blkszbits > EROFS_MAX_BLKSZBITS) {
+		kiln_log(&b->lg, KILN_LOG_ERROR,
+			 "block size %u not supported (512 to 4096)",
+			 1u << KILN_MIN(b->blkszbits, 31u));
+		return -EINVAL;
+	}
+	b->blksz = 1u << b->blkszbits;
+	if (b->opts.volume_label && strlen(b->opts.volume_label) > 15) {
+		kiln_log(&b->lg, KILN_LOG_ERROR,
+			 "volume label longer than 15 bytes");
+		return -EINVAL;
+	}
+	if (b->opts.source_kind != KILN_SOURCE_DIR) {
+		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: tar input is not supported yet",
+			 source);
+		return -EOPNOTSUPP;
+	}
+	b->shared_xattr_min = b->opts.shared_xattr_min ? b->opts.shared_xattr_min
+						       : 2;
+	b->newest_mtime = INT64_MIN;
+	b->feature_compat = EROFS_FEATURE_COMPAT_SB_CHKSUM |
+			    EROFS_FEATURE_COMPAT_MTIME;
+	if (!(b->opts.flags & KILN_BUILD_NO_XATTR_FILTER))
+		b->feature_compat |= EROFS_FEATURE_COMPAT_XATTR_FILTER;
+	kiln_xattr_table_init(&b->xt);
+	return 0;
+}
+
+/*
+ * Times: the build time is given, or the newest mtime in the tree (so a
+ * default build is reproducible). Compact inodes need mtime == epoch.
+ */
+static void settle_times(struct kiln_build *b)
+{
+	const struct kiln_build_opts *o = &b->opts;
+
+	b->build_time = (o->flags & KILN_BUILD_BUILD_TIME) ? o->build_time
+							   : b->newest_mtime;
+	for (size_t i = 0; i < b->nr_nodes; i++) {
+		struct kiln_node *n = b->nodes[i];
+
+		if (o->flags & KILN_BUILD_FIXED_MTIME) {
+			n->mtime = o->fixed_mtime;
+			n->mtime_nsec = 0;
+		} else if ((o->flags & KILN_BUILD_CLAMP_MTIME) &&
+			   n->mtime >= b->build_time) {
+			if (n->mtime > b->build_time)
+				n->mtime_nsec = 0;
+			n->mtime = b->build_time;
+		}
+	}
+	b->epoch = (o->flags & KILN_BUILD_FIXED_MTIME) ? o->fixed_mtime
+						       : b->build_time;
+	b->fixed_nsec = 0;
+}
+
+static void build_release(struct kiln_build *b)
+{
+	kiln_out_abort(b->out);
+	b->out = NULL;
+	if (b->zctx) {
+		for (size_t i = 0; i < b->nr_nodes; i++)
+			kiln_zfile_free(b->nodes[i]->zf);
+		kiln_zctx_free(b->zctx);
+	}
+	kiln_tree_free(b);
+	kiln_xattr_table_release(&b->xt);
+	free(b->tails);
+	free(b->iobuf);
+}
+
+static double elapsed(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) +
+	       (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+KILN_API int kiln_build(const char *source, const char *image,
+			const struct kiln_build_opts *opts,
+			struct kiln_build_stats *stats)
+{
+	struct kiln_build *b = calloc(1, sizeof(*b));
+	struct timespec t0;
+	int err;
+
+	if (!b)
+		return -ENOMEM;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	err = build_setup(b, source, image, opts);
+	/* 1. the tree, in memory, without file data */
+	if (!err)
+		err = kiln_scan_tree(b);
+	/* b->zctx stays NULL when no compression is asked for */
+	if (!err)
+		err = kiln_zctx_new(&b->opts, b->blkszbits, &b->lg, &b->zctx);
+	if (!err) {
+		settle_times(b);
+		err = kiln_out_open(&b->out, image, b->blkszbits,
+				    kiln_super_first_data_blk(b->blkszbits),
+				    &b->lg);
+	}
+	/* 2. file data, streamed in tree order */
+	if (!err)
+		err = kiln_data_write_all(b);
+	/* 3. inode positions and nids, 4. the metadata, 5. the superblock */
+	if (!err)
+		err = kiln_layout_assign_nids(b);
+	if (!err)
+		err = kiln_layout_write_meta(b);
+	if (!err)
+		err = kiln_super_write(b);
+	if (!err) {
+		struct kiln_out *out = b->out;
+
+		b->out = NULL;
+		err = kiln_out_commit(out, b->image_blocks << b->blkszbits);
+	}
+	if (!err) {
+		b->stats.image_bytes = b->image_blocks << b->blkszbits;
+		b->stats.shared_xattrs = b->xt.nr_shared;
+		b->stats.seconds = elapsed(&t0);
+		if (stats)
+			*stats = b->stats;
+	} else if (err == -ENOMEM) {
+		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: out of memory", image);
+	}
+	build_release(b);
+	free(b);
+	return err;
+}

@@ -1,0 +1,405 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The data pass: every file's blocks go to the data area in tree order,
+ * streamed in bounded chunks. Tails become inline data, sparse files
+ * become chunk-based, compressed files go through zfile.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "builder/internal.h"
+#include "builder/output.h"
+#include "builder/zfile.h"
+#include "format/erofs_fs.h"
+#include "util/checked.h"
+
+#define KILN_IOBUF_SIZE (1u << 20)	/* bytes per read/write */
+/* A chunk table larger than this gets bigger chunks (holes become data). */
+#define KILN_CHUNK_TABLE_MAX (256u * 1024u)
+#define KILN_CHUNK_MAX_BITS 31u	/* chunkbits - blkszbits fits 5 bits */
+
+struct extent {
+	uint64_t start, end;		/* data bytes [start, end) */
+};
+
+struct src_file {
+	struct kiln_build *b;
+	const char *path;
+	int fd;
+};
+
+static int data_error(struct kiln_build *b, const char *path, int err,
+		      const char *what)
+{
+	char shortp[512];
+
+	kiln_log(&b->lg, KILN_LOG_ERROR, "%s: %s",
+		 kiln_path_abbrev(path, shortp, sizeof(shortp)),
+		 what ? what : strerror(err));
+	return -err;
+}
+
+const uint8_t *kiln_data_tail(const struct kiln_build *b,
+			      const struct kiln_node *n)
+{
+	if (S_ISLNK(n->mode))
+		return (const uint8_t *)n->target + (n->size - n->tail_len);
+	return b->tails + n->tail_off;
+}
+
+/*
+ * pread exactly @len bytes at @off; a short read means the file shrank
+ * since it was scanned.
+ */
+static int src_pread(struct src_file *src, void *buf, size_t len, uint64_t off)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = pread(src->fd, p, len, (off_t)off);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return data_error(src->b, src->path, errno, NULL);
+		}
+		if (n == 0)
+			return data_error(src->b, src->path, EIO,
+					  "file changed size during the build");
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int src_read_cb(void *ctx, void *buf, size_t len, uint64_t off)
+{
+	return src_pread(ctx, buf, len, off);
+}
+
+/* Copy [@off, @off + @len) of the source to image block @blk onward. */
+static int copy_range(struct src_file *src, uint64_t off, uint64_t len,
+		      kiln_blk_t blk)
+{
+	struct kiln_build *b = src->b;
+	uint64_t dst = blk << b->blkszbits;
+
+	while (len) {
+		size_t n = (size_t)KILN_MIN(len, (uint64_t)b->iobuf_size);
+		int err = src_pread(src, b->iobuf, n, off);
+
+		if (err)
+			return err;
+		/* zero the slack of the final block so the image is defined */
+		size_t padded = (size_t)kiln_round_up(n, b->blksz);
+
+		memset((char *)b->iobuf + n, 0, padded - n);
+		err = kiln_out_pwrite(b->out, b->iobuf,
+				      len == n ? padded : n, dst);
+		if (err)
+			return err;
+		off += n;
+		dst += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int tail_store(struct kiln_build *b, struct kiln_node *n,
+		      struct src_file *src, uint64_t off, uint32_t len)
+{
+	int err;
+
+	if (b->tails_len + len > b->tails_cap) {
+		uint64_t cap = KILN_MAX(b->tails_cap * 2, b->tails_len + len);
+		uint8_t *t = realloc(b->tails, cap);
+
+		if (!t)
+			return -ENOMEM;
+		b->tails = t;
+		b->tails_cap = cap;
+	}
+	err = src_pread(src, b->tails + b->tails_len, len, off);
+	if (err)
+		return err;
+	n->tail_off = b->tails_len;
+	n->tail_len = len;
+	b->tails_len += len;
+	return 0;
+}
+
+/* Whole blocks in the data area, the tail (if any) inline. */
+static int write_flat(struct kiln_build *b, struct kiln_node *n,
+		      struct src_file *src)
+{
+	uint64_t full = n->size >> b->blkszbits;
+	uint32_t tail = (uint32_t)(n->size & (b->blksz - 1));
+	int err;
+
+	n->startblk = 0;
+	if (full) {
+		err = kiln_out_reserve(b->out, full, &n->startblk);
+		if (!err)
+			err = copy_range(src, 0, full << b->blkszbits,
+					 n->startblk);
+		if (err)
+			return err;
+	}
+	n->datalayout = tail ? EROFS_INODE_FLAT_INLINE : EROFS_INODE_FLAT_PLAIN;
+	return tail ? tail_store(b, n, src, full << b->blkszbits, tail) : 0;
+}
+
+/* Data extents by SEEK_DATA/SEEK_HOLE; *@nr = 0 for an all-hole file. */
+static int find_extents(struct src_file *src, uint64_t size,
+			struct extent **extp, size_t *nr, bool *supported)
+{
+	struct extent *ext = NULL;
+	size_t cap = 0, count = 0;
+	uint64_t off = 0;
+
+	*supported = true;
+	while (off < size) {
+		off_t d = lseek(src->fd, (off_t)off, SEEK_DATA), h;
+
+		if (d < 0 && errno == ENXIO)
+			break;
+		if (d >= 0)
+			h = lseek(src->fd, d, SEEK_HOLE);
+		if (d < 0 || h < 0) {
+			free(ext);
+			if (errno == EINVAL || errno == EOPNOTSUPP) {
+				*supported = false;
+				return 0;
+			}
+			return data_error(src->b, src->path, errno, NULL);
+		}
+		if ((uint64_t)d >= size)
+			break;
+		if (count == cap) {
+			struct extent *v;
+
+			cap = cap ? cap * 2 : 16;
+			v = realloc(ext, cap * sizeof(*v));
+			if (!v) {
+				free(ext);
+				return -ENOMEM;
+			}
+			ext = v;
+		}
+		ext[count].start = (uint64_t)d;
+		ext[count].end = KILN_MIN((uint64_t)h, size);
+		off = ext[count++].end;
+	}
+	*extp = ext;
+	*nr = count;
+	return 0;
+}
+
+static unsigned int ceil_log2(uint64_t x)
+{
+	return x <= 1 ? 0 : 64u - (unsigned int)__builtin_clzll(x - 1);
+}
+
+/*
+ * The largest chunk size at which every chunk is all data or all hole
+ * (block-aligned hole boundaries stay exact), grown further only while the
+ * table would be larger than KILN_CHUNK_TABLE_MAX.
+ */
+static unsigned int choose_chunkbits(const struct extent *ext, size_t nr,
+				     uint64_t size, unsigned int blkszbits)
+{
+	uint64_t blksz = 1ull << blkszbits, bounds = 0;
+	unsigned int bits, maxbits = blkszbits + KILN_CHUNK_MAX_BITS;
+
+	for (size_t i = 0; i < nr; i++) {
+		uint64_t s = ext[i].start & ~(blksz - 1);
+		uint64_t e = kiln_round_up(ext[i].end, blksz);
+
+		bounds |= s;
+		if (e < size)
+			bounds |= e;
+	}
+	bits = bounds ? (unsigned int)__builtin_ctzll(bounds) : 63;
+	bits = KILN_MIN(bits, KILN_MAX(ceil_log2(size), blkszbits));
+	bits = KILN_MIN(KILN_MAX(bits, blkszbits), maxbits);
+	while (bits < maxbits &&
+	       kiln_div_round_up(size, 1ull << bits) * 4 > KILN_CHUNK_TABLE_MAX)
+		bits++;
+	return bits;
+}
+
+static int write_chunked(struct kiln_build *b, struct kiln_node *n,
+			 struct src_file *src, const struct extent *ext,
+			 size_t nr)
+{
+	unsigned int bits = choose_chunkbits(ext, nr, n->size, b->blkszbits);
+	uint64_t chunk = 1ull << bits, nchunks = kiln_div_round_up(n->size, chunk);
+	size_t e = 0;
+
+	n->chunks = malloc(nchunks * sizeof(*n->chunks));
+	if (!n->chunks)
+		return -ENOMEM;
+	n->nr_chunks = nchunks;
+	n->datalayout = EROFS_INODE_CHUNK_BASED;
+	n->chunk_format = (uint16_t)(bits - b->blkszbits);
+	b->feature_incompat |= EROFS_FEATURE_INCOMPAT_CHUNKED_FILE;
+	for (uint64_t i = 0; i < nchunks; i++) {
+		uint64_t start = i * chunk;
+		uint64_t len = KILN_MIN(chunk, n->size - start);
+		kiln_blk_t blk;
+		int err;
+
+		while (e < nr && ext[e].end <= start)
+			e++;
+		if (e == nr || ext[e].start >= start + len) {
+			n->chunks[i] = EROFS_NULL_ADDR32;
+			continue;
+		}
+		/* holes inside a data chunk read back as zeros */
+		err = kiln_out_reserve(b->out, kiln_div_round_up(len, b->blksz),
+				       &blk);
+		if (!err)
+			err = copy_range(src, start, len, blk);
+		if (err)
+			return err;
+		n->chunks[i] = (uint32_t)blk;
+	}
+	return 0;
+}
+
+static int write_regular(struct kiln_build *b, struct kiln_node *n)
+{
+	char path[KILN_PATH_BUF];
+	struct src_file src = { .b = b, .path = path };
+	struct stat st;
+	int err = 0;
+
+	kiln_node_path(b, n, path, sizeof(path));
+	src.fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+	if (src.fd < 0 && errno == EPERM)
+		src.fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (src.fd < 0) {
+		if (errno == ENOENT)
+			return data_error(b, path, ENOENT,
+					  "file vanished during the build");
+		return data_error(b, path, errno, NULL);
+	}
+	if (fstat(src.fd, &st) < 0) {
+		err = data_error(b, path, errno, NULL);
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_dev != n->src_dev ||
+	    st.st_ino != n->src_ino) {
+		err = data_error(b, path, EIO, "file replaced during the build");
+		goto out;
+	}
+	if ((uint64_t)st.st_size != n->size) {
+		err = data_error(b, path, EIO,
+				 "file changed size during the build");
+		goto out;
+	}
+	b->stats.input_bytes += n->size;
+	n->datalayout = EROFS_INODE_FLAT_PLAIN;
+	if (!n->size)
+		goto out;
+	if (b->zctx) {
+		err = kiln_zfile_write(b->zctx, b->out, src_read_cb, &src,
+				       n->size, &n->zf);
+		if (err <= 0) {
+			if (!err)
+				n->datalayout = (uint8_t)kiln_zfile_datalayout(n->zf);
+			goto out;
+		}
+		err = 0;	/* not worth compressing: store it */
+	}
+	if ((n->flags & KILN_NODE_SPARSE) && n->size >= b->blksz) {
+		struct extent *ext = NULL;
+		size_t nr = 0;
+		bool supported;
+
+		err = find_extents(&src, n->size, &ext, &nr, &supported);
+		if (!err && supported &&
+		    !(nr == 1 && ext[0].start < b->blksz &&
+		      ext[0].end + b->blksz > n->size)) {
+			err = write_chunked(b, n, &src, ext, nr);
+			free(ext);
+			goto out;
+		}
+		free(ext);
+		if (err)
+			goto out;
+	}
+	err = write_flat(b, n, &src);
+out:
+	close(src.fd);
+	return err;
+}
+
+/* Symlink targets longer than a block keep their full blocks here. */
+static int write_symlink(struct kiln_build *b, struct kiln_node *n)
+{
+	uint64_t full = n->size >> b->blkszbits;
+
+	n->tail_len = (uint32_t)(n->size & (b->blksz - 1));
+	n->datalayout = n->tail_len ? EROFS_INODE_FLAT_INLINE
+				    : EROFS_INODE_FLAT_PLAIN;
+	n->startblk = 0;
+	if (!full)
+		return 0;
+	return kiln_out_append(b->out, n->target, full << b->blkszbits,
+			       &n->startblk);
+}
+
+/* Directories: size from the names; full blocks reserved, filled later. */
+static int reserve_dir(struct kiln_build *b, struct kiln_node *n)
+{
+	struct kiln_dirent_src *ents;
+	size_t nr;
+	uint64_t full;
+	int err = kiln_dir_entries(n, &ents, &nr);
+
+	if (err)
+		return err;
+	n->size = kiln_dir_size(ents, nr, b->blksz);
+	free(ents);
+	full = n->size >> b->blkszbits;
+	n->tail_len = (uint32_t)(n->size & (b->blksz - 1));
+	n->datalayout = n->tail_len ? EROFS_INODE_FLAT_INLINE
+				    : EROFS_INODE_FLAT_PLAIN;
+	n->startblk = 0;
+	return full ? kiln_out_reserve(b->out, full, &n->startblk) : 0;
+}
+
+int kiln_data_write_all(struct kiln_build *b)
+{
+	int err = 0;
+
+	b->iobuf_size = KILN_IOBUF_SIZE;
+	b->iobuf = malloc(b->iobuf_size + b->blksz);
+	if (!b->iobuf)
+		return -ENOMEM;
+	for (size_t i = 0; !err && i < b->nr_nodes; i++) {
+		struct kiln_node *n = b->nodes[i];
+
+		n->datalayout = EROFS_INODE_FLAT_PLAIN;
+		switch (n->mode & S_IFMT) {
+		case S_IFREG:
+			err = write_regular(b, n);
+			break;
+		case S_IFLNK:
+			err = write_symlink(b, n);
+			break;
+		case S_IFDIR:
+			err = reserve_dir(b, n);
+			break;
+		default:
+			break;
+		}
+	}
+	return err;
+}

@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The builder's in-memory tree and the state one build carries from pass
+ * to pass: scan -> write data -> assign nids -> write metadata -> super.
+ */
+#ifndef KILN_BUILDER_INTERNAL_H
+#define KILN_BUILDER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <kiln/builder.h>
+
+#include "builder/zfile.h"
+#include "util/log.h"
+
+struct kiln_out;
+struct kiln_zctx;
+struct kiln_zfile;
+
+/* One xattr (name + value), deduplicated across the whole tree. */
+struct kiln_xattr_item {
+	uint8_t index;			/* EROFS_XATTR_INDEX_* */
+	uint8_t name_len;		/* suffix after the prefix */
+	uint16_t value_len;
+	uint32_t refs;			/* inodes carrying it */
+	int64_t shared_id;		/* shared area id (4-byte units), -1 */
+	uint32_t hash;
+	struct kiln_xattr_item *next;	/* hash chain */
+	char *name;			/* suffix, not NUL terminated */
+	char *value;
+};
+
+/* All xattrs of a build: dedup table plus the shared area. */
+struct kiln_xattr_table {
+	struct kiln_xattr_item **buckets;
+	size_t nr_buckets, nr_items;
+	struct kiln_xattr_item **items;	/* in order of first use */
+	size_t items_cap;
+	uint64_t shared_size;		/* bytes of the shared area */
+	size_t nr_shared;
+};
+
+struct kiln_node;
+
+/* A name in a directory. */
+struct kiln_dentry {
+	char *name;
+	uint16_t name_len;
+	struct kiln_node *node;
+};
+
+enum kiln_node_flags {
+	KILN_NODE_SPARSE = 1u << 0,	/* scan saw fewer blocks than size */
+};
+
+/* One inode of the image. */
+struct kiln_node {
+	struct kiln_node *parent;	/* directory of the first name */
+	const struct kiln_dentry *first;/* first name (NULL for the root) */
+	uint32_t mode, uid, gid, nlink;
+	int64_t mtime;
+	uint32_t mtime_nsec;
+	uint32_t rdev;			/* encoded for the image */
+	unsigned int flags;		/* enum kiln_node_flags */
+	unsigned int depth;
+	uint64_t size;			/* i_size */
+	dev_t src_dev;
+	ino_t src_ino;
+
+	/* xattrs: items sorted by (index, name) */
+	struct kiln_xattr_item **xattrs;
+	uint16_t nr_xattrs;
+
+	/* directories */
+	struct kiln_dentry *children;	/* sorted by name (unsigned bytes) */
+	size_t nr_children;
+
+	/* symlinks */
+	char *target;
+
+	/* layout, filled by the data pass and nid assignment */
+	uint8_t datalayout;		/* enum erofs_datalayout */
+	bool extended;
+	uint16_t chunk_format;		/* CHUNK_BASED */
+	kiln_blk_t startblk;		/* FLAT_*: first data block */
+	uint32_t *chunks;		/* CHUNK_BASED: block per chunk */
+	uint64_t nr_chunks;
+	uint64_t tail_off;		/* inline tail: offset in tail arena */
+	uint32_t tail_len;		/* inline tail bytes */
+	uint32_t xattr_size;		/* inline xattr area bytes */
+	struct kiln_zfile *zf;		/* compressed (zfile.h) */
+	uint64_t inode_off;		/* byte position in the image */
+	kiln_nid_t nid;
+	uint32_t ino;			/* on-disk serial */
+};
+
+/* One build. */
+struct kiln_build {
+	struct kiln_logger lg;
+	struct kiln_build_opts opts;
+	const char *source;
+	const char *image;
+	unsigned int blkszbits;
+	uint32_t blksz;
+	int64_t epoch;			/* compact mtime base */
+	uint32_t fixed_nsec;
+	int64_t build_time;
+	int64_t newest_mtime;		/* across the tree */
+	unsigned int shared_xattr_min;
+
+	struct kiln_node *root;
+	struct kiln_node **nodes;	/* breadth-first, root first */
+	size_t nr_nodes, nodes_cap;
+	struct kiln_xattr_table xt;
+
+	/* the image */
+	struct kiln_out *out;
+	struct kiln_zctx *zctx;		/* NULL: no compression */
+	uint8_t *tails;			/* inline tails of all files */
+	uint64_t tails_len, tails_cap;
+	void *iobuf;			/* data copy buffer */
+	size_t iobuf_size;
+	uint32_t feature_compat, feature_incompat;
+	kiln_blk_t meta_blkaddr;
+	kiln_blk_t xattr_blkaddr;
+	uint64_t meta_start, meta_end;	/* inode area bytes */
+	uint64_t image_blocks;
+
+	struct kiln_build_stats stats;
+};
+
+/* scan.c */
+int kiln_scan_tree(struct kiln_build *b);
+/* Path of @n for messages: "<source>/<rel>", in a caller buffer. */
+const char *kiln_node_path(const struct kiln_build *b,
+			   const struct kiln_node *n, char *buf, size_t len);
+void kiln_tree_free(struct kiln_build *b);
+/* @path, or its two ends around "..." in @buf when it is @cap or longer. */
+const char *kiln_path_abbrev(const char *path, char *buf, size_t cap);
+#define KILN_PATH_BUF 4352
+
+/* xattr.c */
+void kiln_xattr_table_init(struct kiln_xattr_table *xt);
+void kiln_xattr_table_release(struct kiln_xattr_table *xt);
+/*
+ * Split @name into a short prefix index and suffix. Returns the index, or
+ * 0 for namespaces EROFS cannot store.
+ */
+unsigned int kiln_xattr_prefix(const char *name, const char **suffix);
+/* Intern one xattr; *@item points into @xt. */
+int kiln_xattr_intern(struct kiln_xattr_table *xt, unsigned int index,
+		      const char *suffix, size_t suffix_len,
+		      const void *value, size_t value_len,
+		      struct kiln_xattr_item **item);
+/* Decide which items are shared and give them ids. */
+void kiln_xattr_assign_shared(struct kiln_xattr_table *xt,
+			      unsigned int shared_min);
+/* Inline area bytes of a node (0 or >= 16); -E2BIG if too large. */
+int kiln_xattr_ibody_size(struct kiln_xattr_item *const *items, size_t n,
+			  uint32_t *size);
+/* Bloom filter word for @items (set bit = no name hashes there). */
+uint32_t kiln_xattr_filter(struct kiln_xattr_item *const *items, size_t n);
+/* Encode the inline area of @size bytes into @dst. */
+void kiln_xattr_encode_ibody(struct kiln_xattr_item *const *items, size_t n,
+			     bool filter, void *dst, uint32_t size);
+/* Encode the whole shared area (xt->shared_size bytes) into @dst. */
+void kiln_xattr_encode_shared(const struct kiln_xattr_table *xt, void *dst);
+/* Sort one node's items by (index, name) and drop duplicates. */
+void kiln_xattr_sort(struct kiln_xattr_item **items, uint16_t *n);
+
+/* inode.c */
+bool kiln_inode_fits_compact(const struct kiln_node *n, int64_t epoch,
+			     uint32_t fixed_nsec);
+unsigned int kiln_inode_core_size(const struct kiln_node *n);
+/* Encode the core (32 or 64 bytes) of @n into @dst. */
+void kiln_inode_encode_core(const struct kiln_node *n, int64_t epoch,
+			    void *dst);
+uint8_t kiln_inode_ftype(uint32_t mode);
+uint32_t kiln_inode_encode_rdev(dev_t rdev);
+
+/* dir.c */
+struct kiln_dirent_src {
+	const char *name;
+	uint16_t name_len;
+	uint8_t file_type;
+	kiln_nid_t nid;
+};
+/* Compare names as EROFS orders them (unsigned bytes, shorter first). */
+int kiln_dir_namecmp(const char *a, size_t alen, const char *b, size_t blen);
+/* Sort @d by name. */
+void kiln_dir_sort(struct kiln_dentry *d, size_t n);
+/*
+ * i_size of a directory holding @ents (sorted, "." and ".." included):
+ * full blocks plus the used part of the last one.
+ */
+uint64_t kiln_dir_size(const struct kiln_dirent_src *ents, size_t n,
+		       uint32_t blksz);
+/*
+ * Encode the directory block by block: calls @emit(ctx, blk_index, data,
+ * len) with a zero-filled block (len = blksz) for every block but the last,
+ * whose len is the used part. Returns 0 or @emit's error.
+ */
+int kiln_dir_encode(const struct kiln_dirent_src *ents, size_t n,
+		    uint32_t blksz, void *block,
+		    int (*emit)(void *ctx, uint64_t blk, const void *data,
+				size_t len),
+		    void *ctx);
+/* The dirent list of @n ("." and ".." merged in), caller frees. */
+int kiln_dir_entries(const struct kiln_node *n,
+		     struct kiln_dirent_src **ents, size_t *nr);
+
+/* data.c */
+int kiln_data_write_all(struct kiln_build *b);
+/* Bytes of inline tail data of @n kept in the tail arena. */
+const uint8_t *kiln_data_tail(const struct kiln_build *b,
+			      const struct kiln_node *n);
+
+/* layout.c */
+int kiln_layout_assign_nids(struct kiln_build *b);
+int kiln_layout_write_meta(struct kiln_build *b);
+
+/* super.c */
+int kiln_super_write(struct kiln_build *b);
+/* First block after the superblock's block (start of the data area). */
+kiln_blk_t kiln_super_first_data_blk(unsigned int blkszbits);
+
+#endif

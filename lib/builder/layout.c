@@ -1,0 +1,418 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Places every inode (core, inline xattrs, inline tail / chunk table /
+ * compressed map) in the inode area after the data, assigns nids, and
+ * writes the area, directory blocks and shared xattrs.
+ *
+ *   [boot + superblock][data blocks ...][inode area][shared xattrs]
+ *                                      ^ meta_blkaddr + 1 (so no nid is 0)
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "builder/internal.h"
+#include "builder/output.h"
+#include "builder/zfile.h"
+#include "format/erofs_fs.h"
+#include "util/checked.h"
+#include "util/endian.h"
+
+#define KILN_GAPS_MAX 256		/* free holes remembered for reuse */
+#define KILN_GAP_WINDOW (1u << 20)	/* only holes this close to the end */
+
+struct gap {
+	uint64_t start, end;
+};
+
+struct placer {
+	struct kiln_build *b;
+	uint64_t cursor;		/* end of the area so far */
+	struct gap gaps[KILN_GAPS_MAX];
+	size_t nr_gaps;
+};
+
+static unsigned int meta_hdr_size(const struct kiln_node *n)
+{
+	return kiln_inode_core_size(n) + n->xattr_size;
+}
+
+/*
+ * Bytes @n needs when its core starts at @pos, or 0 when it cannot start
+ * there (an inline tail would cross a block boundary).
+ */
+static uint64_t footprint_at(const struct placer *p, const struct kiln_node *n,
+			     uint64_t pos)
+{
+	uint32_t blksz = p->b->blksz;
+	uint64_t end = pos + meta_hdr_size(n);
+
+	if (n->zf) {
+		size_t len;
+
+		if (kiln_zfile_map_size(n->zf, end, &len))
+			return 0;
+		return end + len - pos;
+	}
+	switch (n->datalayout) {
+	case EROFS_INODE_FLAT_INLINE:
+		if ((end & (blksz - 1)) + n->tail_len > blksz)
+			return 0;
+		return end + n->tail_len - pos;
+	case EROFS_INODE_CHUNK_BASED:
+		return kiln_round_up(end, 4) + 4 * n->nr_chunks - pos;
+	default:
+		return end - pos;
+	}
+}
+
+static void gap_add(struct placer *p, uint64_t start, uint64_t end)
+{
+	size_t victim = 0;
+
+	if (end - start < EROFS_ISLOT_SIZE)
+		return;
+	if (p->nr_gaps < KILN_GAPS_MAX) {
+		p->gaps[p->nr_gaps++] = (struct gap){ start, end };
+		return;
+	}
+	for (size_t i = 1; i < p->nr_gaps; i++)
+		if (p->gaps[i].end - p->gaps[i].start <
+		    p->gaps[victim].end - p->gaps[victim].start)
+			victim = i;
+	p->gaps[victim] = (struct gap){ start, end };
+}
+
+/* Forget holes too far behind the end: the writer streams past them. */
+static void gaps_trim(struct placer *p)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < p->nr_gaps; i++)
+		if (p->gaps[i].end + KILN_GAP_WINDOW > p->cursor)
+			p->gaps[kept++] = p->gaps[i];
+	p->nr_gaps = kept;
+}
+
+/*
+ * The first position >= @pos where @n can start, and its footprint
+ * (*@len), or false if there is none before @limit. An inline tail that
+ * would cross a block boundary moves to the start of the next block.
+ */
+static bool first_fit_from(const struct placer *p, const struct kiln_node *n,
+			   uint64_t pos, uint64_t limit, uint64_t *at,
+			   uint64_t *len)
+{
+	uint32_t blksz = p->b->blksz;
+
+	while (pos < limit) {
+		uint64_t fp = footprint_at(p, n, pos), next;
+
+		if (fp) {
+			*at = pos;
+			*len = fp;
+			return true;
+		}
+		next = pos + EROFS_ISLOT_SIZE;
+		if (!n->zf && n->datalayout == EROFS_INODE_FLAT_INLINE) {
+			/* jump so that the metadata ends at a block start */
+			uint64_t hdr = meta_hdr_size(n);
+			uint64_t e = kiln_round_up(pos + hdr + 1, blksz);
+
+			next = KILN_MAX(next, kiln_round_up(e - hdr,
+							    EROFS_ISLOT_SIZE));
+		}
+		pos = next;
+	}
+	return false;
+}
+
+/* Best fit among the remembered holes: the one left with the least slack. */
+static bool place_in_gap(struct placer *p, struct kiln_node *n)
+{
+	uint64_t best_slack = UINT64_MAX, best_pos = 0, best_end = 0;
+	size_t best = 0;
+
+	for (size_t i = 0; i < p->nr_gaps; i++) {
+		struct gap g = p->gaps[i];
+		uint64_t pos, len, end;
+
+		if (!first_fit_from(p, n, g.start, g.end, &pos, &len))
+			continue;
+		end = kiln_round_up(pos + len, EROFS_ISLOT_SIZE);
+		if (end > g.end || g.end - g.start - (end - pos) >= best_slack)
+			continue;
+		best_slack = g.end - g.start - (end - pos);
+		best = i;
+		best_pos = pos;
+		best_end = end;
+	}
+	if (best_slack == UINT64_MAX)
+		return false;
+	{
+		struct gap g = p->gaps[best];
+
+		p->gaps[best] = p->gaps[--p->nr_gaps];
+		gap_add(p, g.start, best_pos);
+		gap_add(p, best_end, g.end);
+	}
+	n->inode_off = best_pos;
+	return true;
+}
+
+static int place(struct placer *p, struct kiln_node *n)
+{
+	/* an inline tail fits within one block of skipping; maps within a few */
+	uint64_t limit = p->cursor + 4ull * p->b->blksz, pos, len;
+
+	if (place_in_gap(p, n))
+		return 0;
+	if (!first_fit_from(p, n, p->cursor, limit, &pos, &len))
+		return -EFBIG;
+	gap_add(p, p->cursor, pos);
+	n->inode_off = pos;
+	p->cursor = kiln_round_up(pos + len, EROFS_ISLOT_SIZE);
+	gaps_trim(p);
+	return 0;
+}
+
+int kiln_layout_assign_nids(struct kiln_build *b)
+{
+	struct placer p = { .b = b };
+	kiln_blk_t data_end = kiln_out_next_blk(b->out);
+	uint64_t base;
+	int err;
+
+	kiln_xattr_assign_shared(&b->xt, b->shared_xattr_min);
+	/* nid 0 would be st_ino 0, which tools take for a deleted entry */
+	b->meta_blkaddr = data_end - 1;
+	base = (uint64_t)b->meta_blkaddr << b->blkszbits;
+	b->meta_start = p.cursor = (uint64_t)data_end << b->blkszbits;
+	for (size_t i = 0; i < b->nr_nodes; i++) {
+		struct kiln_node *n = b->nodes[i];
+		char path[KILN_PATH_BUF];
+
+		n->extended = !kiln_inode_fits_compact(n, b->epoch, b->fixed_nsec);
+		err = kiln_xattr_ibody_size(n->xattrs, n->nr_xattrs,
+					    &n->xattr_size);
+		if (!err)
+			err = place(&p, n);
+		if (err) {
+			kiln_log(&b->lg, KILN_LOG_ERROR,
+				 "%s: cannot place inode: %s",
+				 kiln_node_path(b, n, path, sizeof(path)),
+				 err == -E2BIG ? "too many xattrs"
+					       : "metadata does not fit");
+			return err;
+		}
+		n->nid = (n->inode_off - base) >> EROFS_ISLOT_BITS;
+		n->ino = (uint32_t)(i + 1);
+	}
+	b->meta_end = p.cursor;
+	kiln_log(&b->lg, KILN_LOG_INFO,
+		 "%zu inodes: %llu data blocks, %llu bytes of inode area",
+		 b->nr_nodes, (unsigned long long)data_end,
+		 (unsigned long long)(b->meta_end - b->meta_start));
+	if (b->root->nid > UINT16_MAX) {
+		kiln_log(&b->lg, KILN_LOG_ERROR, "root nid %llu too large",
+			 (unsigned long long)b->root->nid);
+		return -EFBIG;
+	}
+	return 0;
+}
+
+/*
+ * Streaming writer for the inode area. Inodes are written in node order;
+ * positions are nearly increasing (holes get reused), so everything below
+ * the lowest position still to come is flushed.
+ */
+struct metawin {
+	struct kiln_build *b;
+	uint64_t base;			/* image offset of buf[0] */
+	uint64_t hi;			/* end of written bytes */
+	uint8_t *buf;
+	size_t cap;
+};
+
+static int win_flush(struct metawin *w, uint64_t upto)
+{
+	uint64_t len;
+	int err;
+
+	upto = KILN_MIN(upto, w->hi);
+	if (upto <= w->base)
+		return 0;
+	len = upto - w->base;
+	err = kiln_out_pwrite(w->b->out, w->buf, (size_t)len, w->base);
+	if (err)
+		return err;
+	memmove(w->buf, w->buf + len, (size_t)(w->hi - upto));
+	memset(w->buf + (w->hi - upto), 0, (size_t)len);
+	w->base = upto;
+	return 0;
+}
+
+/* Make [@off, @off + @len) addressable; everything below @low is final. */
+static uint8_t *win_get(struct metawin *w, uint64_t off, size_t len,
+			uint64_t low)
+{
+	uint64_t need;
+
+	assert(off >= w->base);
+	need = off + len - w->base;
+	if (need > w->cap) {
+		if (win_flush(w, low))
+			return NULL;
+		need = off + len - w->base;
+	}
+	if (need > w->cap) {
+		size_t cap = KILN_MAX(w->cap * 2, (size_t)need);
+		uint8_t *buf = realloc(w->buf, cap);
+
+		if (!buf)
+			return NULL;
+		memset(buf + w->cap, 0, cap - w->cap);
+		w->buf = buf;
+		w->cap = cap;
+	}
+	w->hi = KILN_MAX(w->hi, off + len);
+	return w->buf + (off - w->base);
+}
+
+struct dir_emit {
+	struct kiln_build *b;
+	struct kiln_node *n;
+	uint8_t *tail;			/* where the inline tail goes */
+};
+
+static int dir_emit(void *ctx, uint64_t blk, const void *data, size_t len)
+{
+	struct dir_emit *de = ctx;
+	struct kiln_build *b = de->b;
+	uint64_t full = de->n->size >> b->blkszbits;
+
+	if (blk < full)
+		return kiln_out_pwrite(b->out, data, b->blksz,
+				       (de->n->startblk + blk) << b->blkszbits);
+	memcpy(de->tail, data, len);
+	return 0;
+}
+
+static int write_dir(struct kiln_build *b, struct kiln_node *n, uint8_t *tail,
+		     void *block)
+{
+	struct dir_emit de = { b, n, tail };
+	struct kiln_dirent_src *ents;
+	size_t nr;
+	int err = kiln_dir_entries(n, &ents, &nr);
+
+	if (err)
+		return err;
+	err = kiln_dir_encode(ents, nr, b->blksz, block, dir_emit, &de);
+	free(ents);
+	return err;
+}
+
+static int write_inode(struct kiln_build *b, struct kiln_node *n,
+		       struct metawin *w, uint64_t low, void *block)
+{
+	unsigned int core = kiln_inode_core_size(n);
+	uint64_t meta_end = n->inode_off + core + n->xattr_size;
+	uint64_t len = 0;
+	uint8_t *p;
+	size_t zlen = 0;
+	int err;
+
+	if (n->zf) {
+		err = kiln_zfile_map_size(n->zf, meta_end, &zlen);
+		if (err)
+			return err;
+		len = core + n->xattr_size + zlen;
+	} else if (n->datalayout == EROFS_INODE_FLAT_INLINE) {
+		len = core + n->xattr_size + n->tail_len;
+	} else if (n->datalayout == EROFS_INODE_CHUNK_BASED) {
+		len = kiln_round_up(meta_end, 4) - n->inode_off + 4 * n->nr_chunks;
+	} else {
+		len = core + n->xattr_size;
+	}
+	p = win_get(w, n->inode_off, (size_t)len, low);
+	if (!p)
+		return -ENOMEM;
+	kiln_inode_encode_core(n, b->epoch, p);
+	if (n->xattr_size)
+		kiln_xattr_encode_ibody(n->xattrs, n->nr_xattrs,
+					!(b->opts.flags & KILN_BUILD_NO_XATTR_FILTER),
+					p + core, n->xattr_size);
+	p += core + n->xattr_size;
+	if (n->zf)
+		return kiln_zfile_map_encode(n->zf, meta_end, p, zlen);
+	if (S_ISDIR(n->mode))
+		return write_dir(b, n, p, block);
+	if (n->datalayout == EROFS_INODE_FLAT_INLINE) {
+		memcpy(p, kiln_data_tail(b, n), n->tail_len);
+	} else if (n->datalayout == EROFS_INODE_CHUNK_BASED) {
+		uint8_t *t = p + (kiln_round_up(meta_end, 4) - meta_end);
+
+		for (uint64_t i = 0; i < n->nr_chunks; i++)
+			kiln_put_le32(t + 4 * i, n->chunks[i]);
+	}
+	return 0;
+}
+
+int kiln_layout_write_meta(struct kiln_build *b)
+{
+	struct metawin w = { .b = b, .base = b->meta_start, .hi = b->meta_start };
+	uint64_t *low = malloc((b->nr_nodes + 1) * sizeof(*low));
+	void *block = malloc(b->blksz);
+	uint64_t end;
+	int err = -ENOMEM;
+
+	w.cap = 4u << 20;
+	w.buf = calloc(1, w.cap);
+	if (!low || !block || !w.buf)
+		goto out;
+	/* low[i]: lowest inode position among nodes i.. (all later writes) */
+	low[b->nr_nodes] = b->meta_end;
+	for (size_t i = b->nr_nodes; i--;)
+		low[i] = KILN_MIN(low[i + 1], b->nodes[i]->inode_off);
+	for (size_t i = 0; i < b->nr_nodes; i++) {
+		err = write_inode(b, b->nodes[i], &w, low[i], block);
+		if (err)
+			goto out;
+	}
+	w.hi = KILN_MAX(w.hi, b->meta_end);
+	err = win_flush(&w, b->meta_end);
+	if (err)
+		goto out;
+	/* the shared xattr area starts at the next block */
+	end = kiln_round_up(b->meta_end, b->blksz);
+	b->xattr_blkaddr = 0;
+	if (b->xt.shared_size) {
+		uint8_t *shared = calloc(1, b->xt.shared_size);
+
+		if (!shared) {
+			err = -ENOMEM;
+			goto out;
+		}
+		b->xattr_blkaddr = end >> b->blkszbits;
+		kiln_xattr_encode_shared(&b->xt, shared);
+		err = kiln_out_pwrite(b->out, shared, b->xt.shared_size, end);
+		free(shared);
+		if (err)
+			goto out;
+		end = kiln_round_up(end + b->xt.shared_size, b->blksz);
+	}
+	b->image_blocks = end >> b->blkszbits;
+	if (b->image_blocks > UINT32_MAX) {
+		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: image would exceed 2^32 blocks",
+			 b->image);
+		err = -EFBIG;
+	}
+out:
+	free(w.buf);
+	free(block);
+	free(low);
+	return err;
+}

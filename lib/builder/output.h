@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The image being written: a temporary file beside the destination, a
+ * block allocator for the data area, and a running content hash. Renamed
+ * over the destination only by kiln_out_commit().
+ */
+#ifndef KILN_BUILDER_OUTPUT_H
+#define KILN_BUILDER_OUTPUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kiln/kiln.h>
+
+#include "util/log.h"
+
+struct kiln_out;
+
+/*
+ * Create a temporary image file in the directory of @path (O_TMPFILE when
+ * the filesystem has it, else a hidden named file). Data blocks are handed
+ * out from @first_blk on. Errors are logged naming @path. @lg must outlive
+ * the kiln_out.
+ */
+int kiln_out_open(struct kiln_out **outp, const char *path,
+		  unsigned int blkszbits, kiln_blk_t first_blk,
+		  const struct kiln_logger *lg);
+
+/* Block size shift of the image. */
+unsigned int kiln_out_blkszbits(const struct kiln_out *out);
+
+/*
+ * Reserve @nblks consecutive blocks at the end of the data area; *@blk is
+ * the first. The blocks read as zeros until written. Not thread-safe: one
+ * writer commits data in input order.
+ */
+int kiln_out_reserve(struct kiln_out *out, uint64_t nblks, kiln_blk_t *blk);
+
+/* Next block kiln_out_reserve() would hand out (= data area end). */
+kiln_blk_t kiln_out_next_blk(const struct kiln_out *out);
+
+/*
+ * Write @len bytes of @buf at byte @off of the image (whole, or an error
+ * naming the image). Every byte written also feeds the content hash, in
+ * call order.
+ */
+int kiln_out_pwrite(struct kiln_out *out, const void *buf, size_t len,
+		    uint64_t off);
+
+/*
+ * Append @len bytes as new blocks (the last one zero padded): reserve and
+ * write in one step; *@blk is the first block.
+ */
+int kiln_out_append(struct kiln_out *out, const void *buf, size_t len,
+		    kiln_blk_t *blk);
+
+/* 128-bit hash of everything written so far (for content-derived UUIDs). */
+void kiln_out_digest(const struct kiln_out *out, uint8_t digest[16]);
+
+/*
+ * Set the final size to @size bytes, fsync, and atomically rename the file
+ * over the destination. On failure the temporary file is gone and the
+ * destination untouched. Frees @out in every case.
+ */
+int kiln_out_commit(struct kiln_out *out, uint64_t size);
+
+/* Drop the temporary file, leave the destination alone; NULL is a no-op. */
+void kiln_out_abort(struct kiln_out *out);
+
+#endif

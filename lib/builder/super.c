@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The superblock: written last, with a content-derived UUID and the
+ * CRC32C over the rest of its block.
+ */
+#include <errno.h>
+#include <isa-l/crc.h>
+#include <string.h>
+#include <sys/random.h>
+#include <xxhash.h>
+
+#include "builder/internal.h"
+#include "builder/output.h"
+#include "format/erofs_fs.h"
+#include "util/checked.h"
+#include "util/endian.h"
+
+kiln_blk_t kiln_super_first_data_blk(unsigned int blkszbits)
+{
+	/* room for the compression config records after the superblock */
+	uint64_t sb_end = EROFS_SUPER_OFFSET + EROFS_SB_BASE_SIZE + 128;
+
+	return kiln_div_round_up(sb_end, 1ull << blkszbits);
+}
+
+/* Bytes from 1024 to the end of the superblock's block (what the CRC covers). */
+static size_t sb_block_len(uint32_t blksz)
+{
+	return blksz > EROFS_SUPER_OFFSET ? blksz - EROFS_SUPER_OFFSET : blksz;
+}
+
+static void fill_super(const struct kiln_build *b, struct erofs_super_block *sb)
+{
+	int64_t since = b->build_time - b->epoch;
+	const char *label = b->opts.volume_label;
+
+	memset(sb, 0, sizeof(*sb));
+	sb->magic = kiln_cpu_to_le32(EROFS_SUPER_MAGIC);
+	sb->feature_compat = kiln_cpu_to_le32(b->feature_compat);
+	sb->blkszbits = (uint8_t)b->blkszbits;
+	sb->rb.rootnid_2b = kiln_cpu_to_le16((uint16_t)b->root->nid);
+	sb->inos = kiln_cpu_to_le64(b->nr_nodes);
+	sb->epoch = kiln_cpu_to_le64((uint64_t)b->epoch);
+	sb->fixed_nsec = kiln_cpu_to_le32(b->fixed_nsec);
+	sb->blocks_lo = kiln_cpu_to_le32((uint32_t)b->image_blocks);
+	sb->meta_blkaddr = kiln_cpu_to_le32((uint32_t)b->meta_blkaddr);
+	sb->xattr_blkaddr = kiln_cpu_to_le32((uint32_t)b->xattr_blkaddr);
+	if (label)
+		memcpy(sb->volume_name, label, strnlen(label, 15));
+	sb->feature_incompat = kiln_cpu_to_le32(b->feature_incompat);
+	sb->build_time = kiln_cpu_to_le32(since >= 0 && since <= UINT32_MAX ?
+					  (uint32_t)since : 0);
+}
+
+/* UUID from everything written plus the superblock (uuid still zero). */
+static void content_uuid(const struct kiln_build *b,
+			 const struct erofs_super_block *sb, uint8_t uuid[16])
+{
+	uint8_t seed[16 + sizeof(*sb)];
+	XXH128_canonical_t c;
+
+	kiln_out_digest(b->out, seed);
+	memcpy(seed + 16, sb, sizeof(*sb));
+	XXH128_canonicalFromHash(&c, XXH3_128bits(seed, sizeof(seed)));
+	memcpy(uuid, c.digest, 16);
+	uuid[6] = (uint8_t)((uuid[6] & 0x0F) | 0x80);	/* RFC 9562 version 8 */
+	uuid[8] = (uint8_t)((uuid[8] & 0x3F) | 0x80);	/* variant 10 */
+}
+
+int kiln_super_write(struct kiln_build *b)
+{
+	size_t len = sb_block_len(b->blksz);
+	uint8_t block[4096];
+	struct erofs_super_block *sb = (void *)block;
+
+	memset(block, 0, sizeof(block));
+	fill_super(b, sb);
+	if (b->zctx) {
+		uint32_t incompat;
+		uint16_t u1;
+		long cfgs;
+
+		kiln_zctx_features(b->zctx, &incompat, &u1);
+		sb->feature_incompat |= kiln_cpu_to_le32(incompat);
+		sb->u1.available_compr_algs = kiln_cpu_to_le16(u1);
+		cfgs = kiln_zctx_cfgs_encode(b->zctx,
+					     EROFS_SUPER_OFFSET + sizeof(*sb),
+					     block + sizeof(*sb),
+					     len - sizeof(*sb));
+		if (cfgs < 0)
+			return (int)cfgs;
+	}
+	if (b->opts.flags & KILN_BUILD_UUID) {
+		memcpy(sb->uuid, b->opts.uuid, 16);
+	} else if (b->opts.flags & KILN_BUILD_RANDOM_UUID) {
+		if (getrandom(sb->uuid, 16, 0) != 16)
+			return -errno;
+		sb->uuid[6] = (uint8_t)((sb->uuid[6] & 0x0F) | 0x40);
+		sb->uuid[8] = (uint8_t)((sb->uuid[8] & 0x3F) | 0x80);
+	} else {
+		content_uuid(b, sb, sb->uuid);
+	}
+	/* CRC32C, initial ~0, no final xor, checksum field zero while hashed */
+	sb->checksum = 0;
+	sb->checksum = kiln_cpu_to_le32(crc32_iscsi(block, (int)len,
+						    EROFS_SB_CRC_SEED));
+	return kiln_out_pwrite(b->out, block, len, EROFS_SUPER_OFFSET);
+}

@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The per-build compression context: options checked and resolved once,
+ * codec workspaces shared by the build's threads, and the record of what
+ * the image ended up using (superblock feature bits and config records).
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builder/zinternal.h"
+#include "format/erofs_fs.h"
+#include "util/checked.h"
+#include "util/endian.h"
+
+#define EXTENT_DEFAULT_SIZE	(64u * 1024)
+/*
+ * Input offered to one classic pcluster: enough for very compressible
+ * data to fill it, small enough that a search over prefixes stays cheap.
+ */
+#define CLASSIC_MIN_INPUT	(1u * 1024 * 1024)
+#define CLASSIC_INPUT_FACTOR	64u
+
+/* Fields appended to kiln_build_opts after its first release. */
+#define OPT_HAS(o, field)						\
+	((o)->struct_size >= offsetof(struct kiln_build_opts, field) +	\
+				 sizeof((o)->field))
+
+static bool is_pow2(uint32_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+static int check_sizes(struct kiln_zctx *zc, uint32_t pcluster_size)
+{
+	const uint32_t bs = kiln_zctx_blksz(zc);
+
+	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS) {
+		zc->pcluster_size = pcluster_size ? pcluster_size :
+						    EXTENT_DEFAULT_SIZE;
+		if (!is_pow2(zc->pcluster_size) || zc->pcluster_size < bs ||
+		    zc->pcluster_size > Z_EROFS_PCLUSTER_MAX_SIZE) {
+			kiln_log(&zc->lg, KILN_LOG_ERROR,
+				 "extent size %u: must be a power of two from the block size (%u) to 1 MiB",
+				 zc->pcluster_size, bs);
+			return -EINVAL;
+		}
+		zc->max_in = zc->pcluster_size;
+		return 0;
+	}
+	zc->pcluster_size = pcluster_size ? pcluster_size : bs;
+	if (zc->pcluster_size % bs ||
+	    zc->pcluster_size > Z_EROFS_PCLUSTER_MAX_SIZE) {
+		kiln_log(&zc->lg, KILN_LOG_ERROR,
+			 "pcluster size %u: must be a multiple of the block size (%u) up to 1 MiB",
+			 zc->pcluster_size, bs);
+		return -EINVAL;
+	}
+	zc->max_in = KILN_MAX(CLASSIC_MIN_INPUT,
+			      CLASSIC_INPUT_FACTOR * zc->pcluster_size);
+	zc->max_in = KILN_MIN(zc->max_in, Z_EROFS_EXTENT_MAX_LEN);
+	return 0;
+}
+
+int kiln_zctx_new(const struct kiln_build_opts *opts, unsigned int blkszbits,
+		  const struct kiln_logger *lg, struct kiln_zctx **out)
+{
+	struct kiln_compress_spec spec;
+	struct kiln_zctx *zc;
+	int err;
+
+	*out = NULL;
+	if (!opts || !OPT_HAS(opts, raw_margin) ||
+	    opts->compress.codec == KILN_CODEC_NONE)
+		return 0;
+	spec = opts->compress;
+	zc = calloc(1, sizeof(*zc));
+	if (!zc)
+		return -ENOMEM;
+	if (lg)
+		zc->lg = *lg;
+	zc->blkszbits = blkszbits;
+	zc->ops = kiln_codec_get(spec.codec);
+	if (!zc->ops) {
+		kiln_log(&zc->lg, KILN_LOG_ERROR,
+			 "compression codec %s is not built in",
+			 kiln_codec_name(spec.codec));
+		free(zc);
+		return -EOPNOTSUPP;
+	}
+	if (!kiln_codec_level_ok(zc->ops, spec.level)) {
+		if (spec.level) {
+			kiln_log(&zc->lg, KILN_LOG_ERROR,
+				 "%s: level %d out of range %d..%d",
+				 zc->ops->name, spec.level,
+				 zc->ops->min_level, zc->ops->max_level);
+			free(zc);
+			return -EINVAL;
+		}
+		spec.level = zc->ops->default_level;
+	}
+	zc->layout = opts->compress_layout == KILN_COMPRESS_LAYOUT_EXTENTS ?
+		     KILN_COMPRESS_LAYOUT_EXTENTS : KILN_COMPRESS_LAYOUT_CLASSIC;
+	zc->flags = opts->compress_flags;
+	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS &&
+	    (zc->flags & KILN_COMPRESS_ZTAILPACKING)) {
+		kiln_log(&zc->lg, KILN_LOG_WARN,
+			 "ztailpacking applies to the classic layout only; ignored");
+		zc->flags &= ~(unsigned int)KILN_COMPRESS_ZTAILPACKING;
+	}
+	if (zc->flags & (KILN_COMPRESS_FRAGMENTS | KILN_COMPRESS_DEDUPE)) {
+		kiln_log(&zc->lg, KILN_LOG_ERROR,
+			 "fragments and dedupe are not supported yet");
+		free(zc);
+		return -EOPNOTSUPP;
+	}
+	err = check_sizes(zc, opts->pcluster_size);
+	if (err) {
+		free(zc);
+		return err;
+	}
+	/*
+	 * Classic pclusters are whole blocks: saving less than one is no
+	 * saving. Packed extents save real bytes; ask for 1/16 of an extent.
+	 */
+	zc->raw_margin = opts->raw_margin;
+	if (!zc->raw_margin)
+		zc->raw_margin = zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS ?
+			KILN_MIN(kiln_zctx_blksz(zc), zc->pcluster_size / 16) :
+			kiln_zctx_blksz(zc);
+	zc->params.level = spec.level;
+	zc->params.blksz = kiln_zctx_blksz(zc);
+	/* byte-aligned pclusters may touch one block more than their size */
+	zc->params.max_pcluster_size = zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS ?
+		KILN_MIN(zc->pcluster_size + kiln_zctx_blksz(zc),
+			 Z_EROFS_PCLUSTER_MAX_SIZE) : zc->pcluster_size;
+	pthread_mutex_init(&zc->lock, NULL);
+	*out = zc;
+	return 0;
+}
+
+void kiln_zctx_free(struct kiln_zctx *zc)
+{
+	struct kiln_zws *ws, *next;
+
+	if (!zc)
+		return;
+	for (ws = zc->free_ws; ws; ws = next) {
+		next = ws->next;
+		kiln_codec_cws_fini(zc->ops, ws->cws);
+		free(ws->cws);
+		free(ws);
+	}
+	pthread_mutex_destroy(&zc->lock);
+	free(zc);
+}
+
+/*
+ * A compress workspace for the calling thread. Workspaces are made on
+ * first demand and kept: at most one per thread compressing at a time.
+ */
+int kiln_zctx_get_ws(struct kiln_zctx *zc, struct kiln_zws **out)
+{
+	struct kiln_zws *ws;
+	int err;
+
+	pthread_mutex_lock(&zc->lock);
+	ws = zc->free_ws;
+	if (ws)
+		zc->free_ws = ws->next;
+	pthread_mutex_unlock(&zc->lock);
+	if (ws) {
+		*out = ws;
+		return 0;
+	}
+	ws = calloc(1, sizeof(*ws));
+	if (!ws)
+		return -ENOMEM;
+	ws->cws_size = zc->ops->compress_wsize(zc->params.level, zc->max_in);
+	ws->cws = malloc(ws->cws_size ? ws->cws_size : 1);
+	if (!ws->cws) {
+		free(ws);
+		return -ENOMEM;
+	}
+	err = kiln_codec_cws_init(zc->ops, ws->cws, ws->cws_size, &zc->params);
+	if (err) {
+		free(ws->cws);
+		free(ws);
+		return err;
+	}
+	*out = ws;
+	return 0;
+}
+
+void kiln_zctx_put_ws(struct kiln_zctx *zc, struct kiln_zws *ws)
+{
+	pthread_mutex_lock(&zc->lock);
+	ws->next = zc->free_ws;
+	zc->free_ws = ws;
+	pthread_mutex_unlock(&zc->lock);
+}
+
+/* Record the features @zf's map and pclusters need. */
+void kiln_zctx_note_file(struct kiln_zctx *zc, const struct kiln_zfile *zf)
+{
+	uint32_t incompat = EROFS_FEATURE_INCOMPAT_ZERO_PADDING;
+	uint16_t algs = 0;
+	uint32_t max_plen = 0;
+
+	for (size_t i = 0; i < zf->nr_ext; i++) {
+		const struct kiln_zext *e = &zf->ext[i];
+
+		if (e->fmt)
+			algs |= (uint16_t)(1u << (e->fmt - 1));
+		if (e->flags & KILN_ZEXT_FRAGMENT)
+			incompat |= EROFS_FEATURE_INCOMPAT_FRAGMENTS;
+		if (e->flags & KILN_ZEXT_PARTIAL)
+			incompat |= EROFS_FEATURE_INCOMPAT_DEDUPE;
+		if (!(e->flags & (KILN_ZEXT_INLINE | KILN_ZEXT_FRAGMENT)))
+			max_plen = KILN_MAX(max_plen, e->plen);
+	}
+	if (zf->big)
+		incompat |= EROFS_FEATURE_INCOMPAT_BIG_PCLUSTER;
+	if (zf->idata_size)
+		incompat |= EROFS_FEATURE_INCOMPAT_ZTAILPACKING;
+	if (zf->kind == KILN_ZMAP_FRAGMENT)
+		incompat |= EROFS_FEATURE_INCOMPAT_FRAGMENTS;
+	if (zf->kind == KILN_ZMAP_EXTENTS)
+		incompat |= EROFS_FEATURE_INCOMPAT_48BIT |
+			    EROFS_FEATURE_INCOMPAT_COMPR_CFGS;
+	if (algs & ~(1u << Z_EROFS_COMPRESSION_LZ4))
+		incompat |= EROFS_FEATURE_INCOMPAT_COMPR_CFGS;
+	pthread_mutex_lock(&zc->lock);
+	zc->used_incompat |= incompat;
+	zc->used_algs |= algs;
+	zc->max_plen = KILN_MAX(zc->max_plen, max_plen);
+	pthread_mutex_unlock(&zc->lock);
+}
+
+void kiln_zctx_features(const struct kiln_zctx *zc, uint32_t *incompat,
+			uint16_t *u1)
+{
+	*incompat = 0;
+	*u1 = 0;
+	if (!zc || !zc->used_incompat)
+		return;
+	*incompat = zc->used_incompat;
+	/* an LZ4-only image without big pclusters has no config records */
+	if (*incompat & EROFS_FEATURE_INCOMPAT_COMPR_CFGS)
+		*u1 = zc->used_algs;
+}
+
+ssize_t kiln_zctx_cfgs_encode(const struct kiln_zctx *zc, uint64_t pos,
+			      void *dst, size_t cap)
+{
+	uint8_t payload[64];
+	uint64_t at = pos;
+	uint32_t incompat;
+	uint16_t algs;
+
+	kiln_zctx_features(zc, &incompat, &algs);
+	if (!(incompat & EROFS_FEATURE_INCOMPAT_COMPR_CFGS))
+		return 0;
+	for (unsigned int alg = 0; alg < Z_EROFS_COMPRESSION_MAX; alg++) {
+		const struct kiln_codec_ops *ops;
+		uint64_t rec;
+		ssize_t n;
+
+		if (!(algs & (1u << alg)))
+			continue;
+		ops = kiln_codec_by_erofs_alg(alg);
+		if (!ops || !ops->config_encode)
+			return -EOPNOTSUPP;
+		n = ops->config_encode(&zc->params, payload, sizeof(payload));
+		if (n < 0)
+			return n;
+		rec = kiln_round_up(at, 4);
+		if (dst) {
+			uint8_t *d = (uint8_t *)dst + (at - pos);
+
+			if (rec + 2 + (uint64_t)n - pos > cap)
+				return -ENOSPC;
+			memset(d, 0, rec - at);
+			d += rec - at;
+			kiln_put_le16(d, (uint16_t)n);
+			memcpy(d + 2, payload, (size_t)n);
+		}
+		at = rec + 2 + (uint64_t)n;
+	}
+	return (ssize_t)(at - pos);
+}

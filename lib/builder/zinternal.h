@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the compressed-file modules (zctx, zpack, zindex, zfile) share: the
+ * in-memory extent list of one file and the per-build compression context.
+ * Nothing outside lib/builder/z*.c includes this.
+ */
+#ifndef KILN_BUILDER_ZINTERNAL_H
+#define KILN_BUILDER_ZINTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kiln/builder.h>
+
+#include "builder/zfile.h"
+#include "codec/codec.h"
+#include "util/log.h"
+
+enum kiln_zext_flags {
+	KILN_ZEXT_INLINE	= 1u << 0,	/* pcluster inline after the map */
+	KILN_ZEXT_FRAGMENT	= 1u << 1,	/* in the packed inode at pstart */
+	KILN_ZEXT_PARTIAL	= 1u << 2,	/* pcluster decodes past llen */
+	KILN_ZEXT_HOLE		= 1u << 3,	/* reads as zeros, no pcluster */
+};
+
+/*
+ * One extent: logical bytes [lstart, lstart + llen) decoded from the
+ * pcluster of plen bytes at byte address pstart (block aligned, whole
+ * blocks in the classic layout; any byte in the extent layout).
+ */
+struct kiln_zext {
+	uint64_t lstart;
+	uint64_t pstart;	/* fragments: offset in the packed inode */
+	uint32_t llen;		/* <= Z_EROFS_EXTENT_MAX_LEN */
+	uint32_t plen;		/* <= Z_EROFS_PCLUSTER_MAX_SIZE */
+	uint8_t fmt;		/* 0: stored raw, else on-disk algorithm + 1 */
+	uint8_t flags;		/* enum kiln_zext_flags */
+};
+
+enum kiln_zmap_kind {
+	KILN_ZMAP_COMPACT = 0,	/* COMPRESSED_COMPACT, 2B/4B packs */
+	KILN_ZMAP_FULL,		/* COMPRESSED_FULL, 8-byte lcluster records */
+	KILN_ZMAP_EXTENTS,	/* COMPRESSED_FULL + EXTENTS advise */
+	KILN_ZMAP_FRAGMENT,	/* whole file in the packed inode */
+};
+
+struct kiln_zfile {
+	uint64_t size;			/* i_size */
+	unsigned int blkszbits;
+	unsigned int lclusterbits;	/* lcluster or fixed extent length */
+	enum kiln_zmap_kind kind;
+	bool big;			/* BIG_PCLUSTER_1 and _2 */
+	uint8_t alg;			/* on-disk algorithm of HEAD1 */
+	unsigned int recsz;		/* extent records: 4, 8, 16 or 32 */
+	uint64_t blocks;		/* i_u: blocks of pclusters */
+
+	struct kiln_zext *ext;		/* sorted by lstart */
+	size_t nr_ext, cap_ext;
+
+	uint8_t *idata;			/* inline pcluster (ztailpacking) */
+	uint32_t idata_size;
+	uint64_t fragoff;		/* KILN_ZMAP_FRAGMENT */
+
+	struct kiln_zctx *zc;		/* for kiln_zfile_drop_inline() */
+};
+
+/* Workspaces for one codec configuration, handed out one per thread. */
+struct kiln_zws {
+	struct kiln_zws *next;
+	void *cws;			/* compress workspace */
+	size_t cws_size;
+};
+
+struct kiln_zctx {
+	struct kiln_logger lg;
+	unsigned int blkszbits;
+	const struct kiln_codec_ops *ops;
+	struct kiln_codec_params params;
+	enum kiln_compress_layout layout;	/* resolved: never AUTO */
+	unsigned int flags;			/* enum kiln_compress_flags */
+	uint32_t pcluster_size;		/* classic: pcluster cap; extents: llen */
+	uint32_t raw_margin;		/* bytes; never 0 after setup */
+	uint32_t max_in;		/* input bytes per classic pcluster */
+
+	pthread_mutex_t lock;		/* guards what follows */
+	struct kiln_zws *free_ws;
+	/* what the image uses, for the superblock */
+	uint32_t used_incompat;
+	uint16_t used_algs;		/* bit n: on-disk algorithm n */
+	uint32_t max_plen;		/* largest pcluster written, bytes */
+	bool used_lz4_big;		/* an LZ4 pcluster spans blocks */
+};
+
+static inline uint32_t kiln_zctx_blksz(const struct kiln_zctx *zc)
+{
+	return 1u << zc->blkszbits;
+}
+
+/* zctx.c: workspaces and feature accounting */
+int kiln_zctx_get_ws(struct kiln_zctx *zc, struct kiln_zws **ws);
+void kiln_zctx_put_ws(struct kiln_zctx *zc, struct kiln_zws *ws);
+void kiln_zctx_note_file(struct kiln_zctx *zc, const struct kiln_zfile *zf);
+
+/* zfile.c: extent list */
+int kiln_zfile_add(struct kiln_zfile *zf, const struct kiln_zext *e);
+
+/* zpack.c: compress a file's data into pclusters appended to @out */
+int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
+		       kiln_src_read_fn read, void *read_ctx,
+		       struct kiln_zfile *zf);
+int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
+		       kiln_src_read_fn read, void *read_ctx,
+		       struct kiln_zfile *zf);
+
+/* zindex.c: the on-disk map */
+/*
+ * Pick the index kind and extent record size for @zf's extents (compact
+ * when pclusters are consecutive, else full; extents: the smallest record
+ * that holds them). Call after the extent list is complete.
+ */
+void kiln_zindex_choose(struct kiln_zfile *zf);
+/* Bytes from @meta_end to the end of the map; -E2BIG: inline crosses. */
+int kiln_zindex_size(const struct kiln_zfile *zf, uint64_t meta_end,
+		     size_t *len);
+/* Encode the map into @dst (@len bytes from kiln_zindex_size()). */
+int kiln_zindex_encode(const struct kiln_zfile *zf, uint64_t meta_end,
+		       void *dst, size_t len);
+
+#endif

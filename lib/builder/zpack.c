@@ -1,0 +1,549 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Cuts a file's bytes into extents, compresses each into a pcluster and
+ * appends the pclusters to the image: fixed-output pclusters of whole
+ * blocks (classic layout) or fixed-input extents packed byte by byte (the
+ * 48-bit extent layout). Data that does not compress well enough is
+ * stored raw.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builder/output.h"
+#include "builder/zinternal.h"
+#include "format/erofs_fs.h"
+#include "util/checked.h"
+
+/*
+ * Output is held back until this much is buffered: a file whose first
+ * pclusters all come out raw is then given back to the caller (stored
+ * uncompressed) without having spent image space.
+ */
+#define ZSINK_HOLD	(1024u * 1024)
+/* Classic ztailpacking: the largest inline pcluster tried, in blocks/2. */
+#define ZTAIL_TRY_BLKS	4u
+/*
+ * DEFLATE streams are fed to the kernel page by page; if the output is
+ * complete before the page with the stream's last bits is fed, a full
+ * decode fails (format notes 8.3). With at least this many stream bytes on
+ * the last page, the last literal or match ends there (end-of-block code
+ * and padding take under 3 bytes), so the output cannot fill up early.
+ */
+#define DEFLATE_LAST_PAGE_MIN	3u
+
+/* ---- input window ---- */
+
+struct zin {
+	kiln_src_read_fn read;
+	void *ctx;
+	uint64_t size;
+	uint8_t *buf;
+	size_t cap;
+	uint64_t start;		/* file offset of buf[0] */
+	size_t len;		/* valid bytes in buf */
+};
+
+static int zin_init(struct zin *in, kiln_src_read_fn read, void *ctx,
+		    uint64_t size, size_t cap)
+{
+	memset(in, 0, sizeof(*in));
+	in->read = read;
+	in->ctx = ctx;
+	in->size = size;
+	in->cap = (size_t)KILN_MIN((uint64_t)cap, size);
+	in->buf = malloc(in->cap ? in->cap : 1);
+	return in->buf ? 0 : -ENOMEM;
+}
+
+/* Make bytes [pos, pos + want) (clipped at EOF) available at *@p. */
+static int zin_get(struct zin *in, uint64_t pos, size_t want,
+		   const uint8_t **p)
+{
+	uint64_t end = KILN_MIN(in->size, pos + want);
+	int err;
+
+	if (end - pos > in->cap || pos < in->start)
+		return -EINVAL;
+	if (end > in->start + in->len) {
+		size_t keep = 0, n;
+
+		if (pos < in->start + in->len)
+			keep = (size_t)(in->start + in->len - pos);
+		memmove(in->buf, in->buf + (pos - in->start), keep);
+		in->start = pos;
+		in->len = keep;
+		n = (size_t)KILN_MIN((uint64_t)(in->cap - keep),
+				     in->size - (pos + keep));
+		err = in->read(in->ctx, in->buf + keep, n, pos + keep);
+		if (err)
+			return err;
+		in->len += n;
+	}
+	*p = in->buf + (pos - in->start);
+	return 0;
+}
+
+/* ---- output: pclusters appended in order, held back at first ---- */
+
+struct zsink {
+	struct kiln_out *out;
+	uint32_t bs;
+	uint8_t *buf;
+	size_t len, cap;
+	uint64_t flushed;	/* bytes handed to the image */
+	uint64_t base;		/* byte address of relative offset 0 */
+	bool started;		/* base is known */
+	bool decided;		/* the file stays compressed */
+};
+
+static int zsink_reserve(struct zsink *s, size_t n, uint8_t **p, uint64_t *rel)
+{
+	if (s->len + n > s->cap) {
+		size_t cap = KILN_MAX(s->cap * 2, s->len + n);
+		uint8_t *nb = realloc(s->buf, cap);
+
+		if (!nb)
+			return -ENOMEM;
+		s->buf = nb;
+		s->cap = cap;
+	}
+	*p = s->buf + s->len;
+	*rel = s->flushed + s->len;
+	s->len += n;
+	return 0;
+}
+
+/* Append the buffered whole blocks (all of it, padded, when @final). */
+static int zsink_flush(struct zsink *s, bool final)
+{
+	size_t n = final ? s->len : s->len / s->bs * s->bs;
+	kiln_blk_t blk;
+	int err;
+
+	if (!n)
+		return 0;
+	err = kiln_out_append(s->out, s->buf, n, &blk);
+	if (err)
+		return err;
+	if (!s->started) {
+		s->base = (uint64_t)blk * s->bs;
+		s->started = true;
+	} else if ((uint64_t)blk * s->bs != s->base + s->flushed) {
+		/* someone appended in between: our addresses are wrong */
+		return -EIO;
+	}
+	s->flushed += kiln_round_up(n, s->bs);
+	memmove(s->buf, s->buf + n, s->len - n);
+	s->len -= n;
+	return 0;
+}
+
+static int zsink_maybe_flush(struct zsink *s)
+{
+	if (!s->decided || s->len < ZSINK_HOLD)
+		return 0;
+	return zsink_flush(s, false);
+}
+
+/* ---- shared helpers ---- */
+
+struct zpack {
+	struct kiln_zctx *zc;
+	struct kiln_zfile *zf;
+	struct zin in;
+	struct zsink sink;
+	struct kiln_zws *ws;
+	uint8_t *tmp;		/* compressor output */
+	size_t tmp_cap;
+	bool any_compressed;
+};
+
+static int zpack_init(struct zpack *z, struct kiln_zctx *zc,
+		      struct kiln_out *out, kiln_src_read_fn read,
+		      void *read_ctx, struct kiln_zfile *zf, size_t win)
+{
+	int err;
+
+	memset(z, 0, sizeof(*z));
+	z->zc = zc;
+	z->zf = zf;
+	z->sink.out = out;
+	z->sink.bs = kiln_zctx_blksz(zc);
+	z->tmp_cap = Z_EROFS_PCLUSTER_MAX_SIZE;
+	z->tmp = malloc(z->tmp_cap);
+	if (!z->tmp)
+		return -ENOMEM;
+	err = zin_init(&z->in, read, read_ctx, zf->size, win);
+	if (err)
+		return err;
+	return kiln_zctx_get_ws(zc, &z->ws);
+}
+
+static void zpack_release(struct zpack *z)
+{
+	if (z->ws)
+		kiln_zctx_put_ws(z->zc, z->ws);
+	free(z->in.buf);
+	free(z->sink.buf);
+	free(z->tmp);
+}
+
+/*
+ * A raw DEFLATE stream that opens with a non-final stored block starts
+ * with a zero byte, which a reader would skip as padding: set one of the
+ * bits that pad the block header to a byte boundary (ignored by decoders).
+ */
+static bool stream_fixup(const struct kiln_zctx *zc, uint8_t *s, size_t len)
+{
+	if (!len)
+		return false;
+	if (!s[0] && zc->ops->erofs_alg == Z_EROFS_COMPRESSION_DEFLATE)
+		s[0] = 0x08;
+	return s[0] != 0;
+}
+
+static int add_extent(struct zpack *z, uint64_t lstart, uint32_t llen,
+		      uint64_t rel, uint32_t plen, uint8_t fmt, uint8_t flags)
+{
+	struct kiln_zext e = {
+		.lstart = lstart, .llen = llen, .pstart = rel, .plen = plen,
+		.fmt = fmt, .flags = flags,
+	};
+
+	if (fmt)
+		z->any_compressed = true;
+	return kiln_zfile_add(z->zf, &e);
+}
+
+/*
+ * Whether to keep going compressed. Before the output is committed, a file
+ * whose pclusters so far are all raw is handed back (returns 1).
+ */
+static int zpack_check_hold(struct zpack *z)
+{
+	if (z->sink.decided || z->sink.len < ZSINK_HOLD)
+		return 0;
+	if (!z->any_compressed)
+		return 1;
+	z->sink.decided = true;
+	return 0;
+}
+
+/* Turn relative pcluster offsets into image addresses, count blocks. */
+static int zpack_finish(struct zpack *z)
+{
+	struct kiln_zfile *zf = z->zf;
+	uint64_t raw_blocks = kiln_div_round_up(zf->size, z->sink.bs);
+	int err;
+
+	if (!z->sink.decided) {
+		uint64_t blocks = kiln_div_round_up(z->sink.flushed + z->sink.len,
+						    z->sink.bs);
+
+		if (!z->any_compressed || blocks >= raw_blocks)
+			return 1;
+	}
+	err = zsink_flush(&z->sink, true);
+	if (err)
+		return err;
+	for (size_t i = 0; i < zf->nr_ext; i++) {
+		struct kiln_zext *e = &zf->ext[i];
+
+		if (!(e->flags & (KILN_ZEXT_INLINE | KILN_ZEXT_FRAGMENT)))
+			e->pstart += z->sink.base;
+	}
+	zf->blocks = z->sink.flushed / z->sink.bs;
+	return 0;
+}
+
+/* ---- classic layout: fixed-output pclusters of whole blocks ---- */
+
+/* Keep a compressed pcluster only if it saves at least the margin. */
+static bool classic_worth(const struct kiln_zctx *zc, uint64_t in_len,
+			  size_t out_len)
+{
+	uint32_t bs = kiln_zctx_blksz(zc);
+	uint64_t saved_raw = kiln_round_up(in_len, bs);
+	uint64_t used = kiln_round_up(out_len, bs);
+
+	return used < saved_raw && saved_raw - used >= zc->raw_margin;
+}
+
+/* Try to store all of the last @rem bytes inline (ztailpacking). */
+static int classic_try_inline(struct zpack *z, uint64_t pos,
+			      const uint8_t *src, uint32_t rem, bool *done)
+{
+	struct kiln_zctx *zc = z->zc;
+	struct kiln_zfile *zf = z->zf;
+	uint32_t cap = KILN_MIN(kiln_zctx_blksz(zc) / 2, rem - 1);
+	ssize_t r = -ENOSPC;
+	uint8_t fmt = 0;
+	const uint8_t *data = src;
+	uint32_t plen = rem;
+
+	*done = false;
+	if (cap && zc->ops->compress)
+		r = zc->ops->compress(z->ws->cws, zc->params.level, z->tmp, cap,
+				      src, rem);
+	if (r < 0 && r != -ENOSPC)
+		return (int)r;
+	if (r > 0 && stream_fixup(zc, z->tmp, (size_t)r)) {
+		fmt = (uint8_t)(zc->ops->erofs_alg + 1);
+		data = z->tmp;
+		plen = (uint32_t)r;
+	} else if (rem > kiln_zctx_blksz(zc) / 2) {
+		return 0;
+	}
+	zf->idata = malloc(plen);
+	if (!zf->idata)
+		return -ENOMEM;
+	memcpy(zf->idata, data, plen);
+	zf->idata_size = plen;
+	*done = true;
+	return add_extent(z, pos, rem, 0, plen, fmt, KILN_ZEXT_INLINE);
+}
+
+/*
+ * Raw extent at @pos: whole blocks, at most a pcluster's worth. At EOF a
+ * multi-block raw pcluster must reach two lclusters past its head, or a
+ * reader would take it for one block (the EOF sentinel would be the next
+ * head): store one block and let the rest start a new extent.
+ */
+static uint32_t classic_raw_len(const struct kiln_zctx *zc, uint64_t pos,
+				uint64_t size, uint64_t consumed)
+{
+	const uint32_t bs = kiln_zctx_blksz(zc);
+	uint64_t len = consumed / bs * bs;
+	uint64_t rem = size - pos;
+
+	len = KILN_MAX(len, (uint64_t)bs);
+	len = KILN_MIN(len, (uint64_t)zc->pcluster_size);
+	if (rem > len)
+		return (uint32_t)len;
+	if (rem > bs && (size - 1) / bs == pos / bs + 1 && size % bs)
+		return bs;
+	return (uint32_t)rem;
+}
+
+static int classic_put(struct zpack *z, uint64_t pos, const uint8_t *src,
+		       uint64_t in_len, ssize_t out_len)
+{
+	const uint32_t bs = z->sink.bs;
+	struct kiln_zctx *zc = z->zc;
+	uint8_t *p;
+	uint64_t rel;
+	uint32_t plen;
+	int err;
+
+	if (out_len > 0) {
+		/* stream at the end, zeros in front (LZ4_0PADDING) */
+		plen = (uint32_t)kiln_round_up((uint64_t)out_len, bs);
+		err = zsink_reserve(&z->sink, plen, &p, &rel);
+		if (err)
+			return err;
+		memset(p, 0, plen - (size_t)out_len);
+		memcpy(p + plen - out_len, z->tmp, (size_t)out_len);
+		return add_extent(z, pos, (uint32_t)in_len, rel, plen,
+				  (uint8_t)(zc->ops->erofs_alg + 1), 0);
+	}
+	plen = (uint32_t)kiln_round_up(in_len, bs);
+	err = zsink_reserve(&z->sink, plen, &p, &rel);
+	if (err)
+		return err;
+	memcpy(p, src, (size_t)in_len);
+	memset(p + in_len, 0, plen - in_len);
+	return add_extent(z, pos, (uint32_t)in_len, rel, plen, 0, 0);
+}
+
+int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
+		       kiln_src_read_fn read, void *read_ctx,
+		       struct kiln_zfile *zf)
+{
+	const uint32_t bs = kiln_zctx_blksz(zc);
+	struct zpack z;
+	uint64_t pos = 0;
+	int err;
+
+	zf->kind = KILN_ZMAP_COMPACT;
+	zf->lclusterbits = zc->blkszbits;
+	zf->big = zc->pcluster_size > bs;
+	zf->alg = zc->ops->erofs_alg;
+	err = zpack_init(&z, zc, out, read, read_ctx, zf, 2 * (size_t)zc->max_in);
+	while (!err && pos < zf->size) {
+		uint64_t rem = zf->size - pos;
+		size_t avail = (size_t)KILN_MIN(rem, (uint64_t)zc->max_in);
+		const uint8_t *src;
+		size_t in_len = avail;
+		ssize_t r;
+
+		err = zin_get(&z.in, pos, avail, &src);
+		if (err)
+			break;
+		if ((zc->flags & KILN_COMPRESS_ZTAILPACKING) &&
+		    rem <= ZTAIL_TRY_BLKS * bs) {
+			bool done;
+
+			err = classic_try_inline(&z, pos, src, (uint32_t)rem, &done);
+			if (err || done)
+				break;
+		}
+		r = kiln_codec_compress_destsize(zc->ops, z.ws->cws,
+						 zc->params.level, z.tmp,
+						 zc->pcluster_size, src, &in_len);
+		if (r < 0 && r != -ENOSPC)
+			err = (int)r;
+		if (err)
+			break;
+		if (r > 0 && (!stream_fixup(zc, z.tmp, (size_t)r) ||
+			      !classic_worth(zc, in_len, (size_t)r)))
+			r = -ENOSPC;
+		if (r <= 0)
+			in_len = classic_raw_len(zc, pos, zf->size,
+						 r == -ENOSPC ? avail : in_len);
+		err = classic_put(&z, pos, src, in_len, r);
+		pos += in_len;
+		if (!err)
+			err = zpack_check_hold(&z);
+		if (!err)
+			err = zsink_maybe_flush(&z.sink);
+	}
+	if (!err)
+		err = zpack_finish(&z);
+	zpack_release(&z);
+	return err;
+}
+
+/* ---- extent layout: fixed-input extents, byte-packed pclusters ---- */
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	return n && !p[0] && !memcmp(p, p + 1, n - 1);
+}
+
+/*
+ * Compress one extent of @llen bytes into z->tmp. Returns the stream
+ * length, or -ENOSPC when it does not save the margin.
+ */
+static ssize_t extent_compress(struct zpack *z, const uint8_t *src,
+			       uint32_t llen)
+{
+	struct kiln_zctx *zc = z->zc;
+	size_t cap, in = llen;
+	ssize_t r;
+
+	if (llen <= zc->raw_margin)
+		return -ENOSPC;
+	/* leave room for the DEFLATE page shift and unaligned spans */
+	cap = KILN_MIN((size_t)(llen - zc->raw_margin),
+		       (size_t)Z_EROFS_PCLUSTER_MAX_SIZE - kiln_zctx_blksz(zc));
+	if (zc->ops->compress) {
+		r = zc->ops->compress(z->ws->cws, zc->params.level, z->tmp,
+				      cap, src, llen);
+	} else {
+		r = zc->ops->compress_destsize(z->ws->cws, zc->params.level,
+					       z->tmp, cap, src, &in);
+		if (r >= 0 && in != llen)
+			r = -ENOSPC;
+	}
+	if (r > 0 && !stream_fixup(zc, z->tmp, (size_t)r))
+		r = -ENOSPC;
+	return r;
+}
+
+/* Zero bytes to put before a stream starting at relative offset @rel. */
+static int deflate_shift(const struct zpack *z, uint64_t rel, size_t len)
+{
+	const uint32_t bs = z->sink.bs;
+	uint64_t tail = (rel + len) % bs;
+	uint32_t shift;
+
+	if (z->zc->ops->erofs_alg != Z_EROFS_COMPRESSION_DEFLATE ||
+	    !tail || tail >= DEFLATE_LAST_PAGE_MIN)
+		return 0;
+	shift = DEFLATE_LAST_PAGE_MIN - (uint32_t)tail;
+	/* the first non-zero byte must stay in the pcluster's first block */
+	if (rel % bs + shift >= bs)
+		return -1;
+	return (int)shift;
+}
+
+static int extent_put(struct zpack *z, uint64_t lstart, const uint8_t *src,
+		      uint32_t llen, ssize_t r)
+{
+	uint64_t rel = z->sink.flushed + z->sink.len;
+	uint8_t *p;
+	int shift = 0, err;
+
+	if (r > 0) {
+		shift = deflate_shift(z, rel, (size_t)r);
+		if (shift < 0)
+			r = -ENOSPC;
+	}
+	if (r > 0) {
+		uint32_t plen = (uint32_t)r + (uint32_t)shift;
+
+		err = zsink_reserve(&z->sink, plen, &p, &rel);
+		if (err)
+			return err;
+		memset(p, 0, (size_t)shift);
+		memcpy(p + shift, z->tmp, (size_t)r);
+		return add_extent(z, lstart, llen, rel, plen,
+				  (uint8_t)(z->zc->ops->erofs_alg + 1), 0);
+	}
+	err = zsink_reserve(&z->sink, llen, &p, &rel);
+	if (err)
+		return err;
+	memcpy(p, src, llen);
+	return add_extent(z, lstart, llen, rel, llen, 0, 0);
+}
+
+int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
+		       kiln_src_read_fn read, void *read_ctx,
+		       struct kiln_zfile *zf)
+{
+	const uint32_t L = zc->pcluster_size;
+	struct zpack z;
+	uint64_t pos = 0;
+	int err;
+
+	zf->kind = KILN_ZMAP_EXTENTS;
+	zf->lclusterbits = 0;
+	while ((1u << zf->lclusterbits) < L)
+		zf->lclusterbits++;
+	zf->alg = zc->ops->erofs_alg;
+	err = zpack_init(&z, zc, out, read, read_ctx, zf, L);
+	while (!err && pos < zf->size) {
+		uint32_t llen = (uint32_t)KILN_MIN((uint64_t)L, zf->size - pos);
+		const uint8_t *src;
+		ssize_t r;
+
+		err = zin_get(&z.in, pos, llen, &src);
+		if (err)
+			break;
+		if (all_zero(src, llen)) {
+			uint64_t rel = z.sink.flushed + z.sink.len;
+
+			/* a hole: no pcluster, reads as zeros */
+			err = add_extent(&z, pos, llen, rel, 0, 0, KILN_ZEXT_HOLE);
+			z.any_compressed = true;
+			pos += llen;
+			continue;
+		}
+		r = extent_compress(&z, src, llen);
+		if (r < 0 && r != -ENOSPC) {
+			err = (int)r;
+			break;
+		}
+		err = extent_put(&z, pos, src, llen, r);
+		pos += llen;
+		if (!err)
+			err = zpack_check_hold(&z);
+		if (!err)
+			err = zsink_maybe_flush(&z.sink);
+	}
+	if (!err)
+		err = zpack_finish(&z);
+	zpack_release(&z);
+	return err;
+}

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: MIT
+/* Copying all entries of one directory out of the reader. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dirlist.h"
+
+void kiln_dirlist_init(struct kiln_dirlist *dl)
+{
+	memset(dl, 0, sizeof(*dl));
+}
+
+void kiln_dirlist_release(struct kiln_dirlist *dl)
+{
+	free(dl->ents);
+	free(dl->names);
+	kiln_dirlist_init(dl);
+}
+
+static int reserve(void **buf, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap = *cap ? *cap : 64;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need) {
+		if (ncap > SIZE_MAX / 2 / elem)
+			return -ENOMEM;
+		ncap *= 2;
+	}
+	p = realloc(*buf, ncap * elem);
+	if (!p)
+		return -ENOMEM;
+	*buf = p;
+	*cap = ncap;
+	return 0;
+}
+
+static int add_entry(void *ctx, const struct kiln_dirent *de)
+{
+	struct kiln_dirlist *dl = ctx;
+	struct kiln_dirlist_ent *e;
+	int err;
+
+	err = reserve((void **)&dl->ents, &dl->cap, dl->nr + 1,
+		      sizeof(*dl->ents));
+	if (err)
+		return err;
+	err = reserve((void **)&dl->names, &dl->names_cap,
+		      dl->names_len + de->name_len + 1, 1);
+	if (err)
+		return err;
+	e = &dl->ents[dl->nr++];
+	e->nid = de->nid;
+	e->name_off = dl->names_len;
+	e->name_len = de->name_len;
+	e->type = de->type;
+	memcpy(dl->names + dl->names_len, de->name, de->name_len);
+	dl->names[dl->names_len + de->name_len] = '\0';
+	dl->names_len += (size_t)de->name_len + 1;
+	return 0;
+}
+
+int kiln_dirlist_load(struct kiln_dirlist *dl, struct kiln_image *img,
+		      kiln_nid_t dir)
+{
+	dl->nr = 0;
+	dl->names_len = 0;
+	return kiln_dir_iterate(img, dir, 0, add_entry, dl);
+}

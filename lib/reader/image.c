@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Opening an image: map it, check the superblock (checksum, features,
+ * compression config records, long xattr prefixes) and the root inode.
+ */
+#include <fcntl.h>
+#include <isa-l/crc.h>
+#include <linux/fs.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "reader/internal.h"
+#include "util/checked.h"
+#include "util/endian.h"
+
+/* CRC32C state after the magic and a zeroed checksum field (notes 1.3). */
+#define SB_CRC_AFTER_FIELD	0x5045B54Au
+#define SB_CHECKSUM_END		8u	/* CRC starts after magic + checksum */
+
+static int image_size(struct kiln_image *img, int fd, uint64_t *size)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISBLK(st.st_mode)) {
+		uint64_t bytes;
+
+		if (ioctl(fd, BLKGETSIZE64, &bytes) < 0)
+			return -errno;
+		*size = bytes;
+		return 0;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		kiln_log(&img->logger, KILN_LOG_ERROR,
+			 "image is neither a regular file nor a block device");
+		return -EINVAL;
+	}
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+static int check_checksum(struct kiln_image *img)
+{
+	uint32_t bs = img->sb.blksz;
+	uint64_t len = bs > EROFS_SUPER_OFFSET ? bs - EROFS_SUPER_OFFSET : bs;
+	const uint8_t *p = kiln_metabuf_get(img, EROFS_SUPER_OFFSET, len);
+	uint32_t crc;
+
+	if (!p)
+		return KILN_CORRUPT(img, "superblock: checksummed block truncated");
+	crc = crc32_iscsi((unsigned char *)(uintptr_t)(p + SB_CHECKSUM_END),
+			  (int)(len - SB_CHECKSUM_END), SB_CRC_AFTER_FIELD);
+	if (crc != img->sb.checksum)
+		return KILN_CORRUPT(img,
+				    "superblock: checksum %08x, computed %08x",
+				    img->sb.checksum, crc);
+	return 0;
+}
+
+/* Bounds-check the config records after the superblock (notes 1.5). */
+static int scan_compr_cfgs(struct kiln_image *img)
+{
+	uint64_t pos = EROFS_SUPER_OFFSET + img->sb.sb_size;
+
+	if (!(img->sb.feature_incompat & EROFS_FEATURE_INCOMPAT_COMPR_CFGS))
+		return 0;
+	for (unsigned int alg = 0; alg < Z_EROFS_COMPRESSION_MAX; alg++) {
+		const void *p;
+		uint32_t len;
+
+		if (!(img->sb.compr_algs & (1u << alg)))
+			continue;
+		pos = kiln_round_up(pos, 4);
+		p = kiln_metabuf_get(img, pos, 2);
+		if (!p)
+			return KILN_CORRUPT(img, "compression config %u: outside the image",
+					    alg);
+		len = kiln_get_le16(p);
+		if (!len)
+			len = 65536;
+		if (!kiln_metabuf_get(img, pos + 2, len))
+			return KILN_CORRUPT(img, "compression config %u: %u bytes past the image end",
+					    alg, len);
+		img->zcfg_off[alg] = pos + 2;
+		img->zcfg_len[alg] = len;
+		pos += 2 + len;
+	}
+	return 0;
+}
+
+int kiln_image_compr_cfg(const struct kiln_image *img, unsigned int alg,
+			 const void **payload, size_t *len)
+{
+	if (alg >= Z_EROFS_COMPRESSION_MAX || !img->zcfg_len[alg])
+		return -ENOENT;
+	*payload = img->map + img->zcfg_off[alg];
+	*len = img->zcfg_len[alg];
+	return 0;
+}
+
+/* Where the long prefix table lives: the primary device or packed inode. */
+struct prefix_src {
+	struct kiln_image *img;
+	struct kiln_file file;
+	bool packed;
+};
+
+static int prefix_read(struct prefix_src *src, uint64_t pos, void *dst,
+		       size_t len)
+{
+	const void *p;
+	ssize_t n;
+
+	if (!src->packed) {
+		p = kiln_metabuf_get(src->img, pos, len);
+		if (!p)
+			return KILN_CORRUPT(src->img, "xattr prefix table: byte %llu outside the image",
+					    (unsigned long long)pos);
+		memcpy(dst, p, len);
+		return 0;
+	}
+	n = kiln_file_pread(&src->file, dst, len, pos);
+	if (n < 0)
+		return (int)n;
+	if ((size_t)n != len)
+		return KILN_CORRUPT(src->img, "xattr prefix table: past the end of packed inode %llu",
+				    (unsigned long long)src->img->sb.packed_nid);
+	return 0;
+}
+
+static int load_prefixes_from(struct kiln_image *img, struct prefix_src *src)
+{
+	unsigned int count = img->sb.xattr_prefix_count;
+	uint64_t pos = (uint64_t)img->sb.xattr_prefix_start * 4;
+	char *blob;
+
+	img->xprefixes = calloc(count, sizeof(*img->xprefixes));
+	img->xprefix_blob = blob = malloc((size_t)count * 256);
+	if (!img->xprefixes || !blob)
+		return -ENOMEM;
+	for (unsigned int k = 0; k < count; k++) {
+		uint8_t raw[2];
+		uint16_t len;
+		int err;
+
+		pos = kiln_round_up(pos, 4);
+		err = prefix_read(src, pos, raw, 2);
+		if (err)
+			return err;
+		len = kiln_get_le16(raw);
+		if (len < 1 || len > 256)
+			return KILN_CORRUPT(img, "xattr prefix %u: length %u outside 1..256",
+					    k, len);
+		err = prefix_read(src, pos + 2, blob, len);
+		if (err)
+			return err;
+		img->xprefixes[k].base_index = (uint8_t)blob[0];
+		img->xprefixes[k].infix = blob + 1;
+		img->xprefixes[k].infix_len = (uint8_t)(len - 1);
+		blob += len;
+		pos += 2 + (uint64_t)len;
+	}
+	return 0;
+}
+
+static int load_prefixes(struct kiln_image *img)
+{
+	struct prefix_src src = { .img = img };
+	struct kiln_inode packed;
+	int err;
+
+	if (!img->sb.xattr_prefix_count)
+		return 0;
+	if (!(img->sb.feature_compat & EROFS_FEATURE_COMPAT_PLAIN_XATTR_PFX) &&
+	    img->sb.packed_nid) {
+		err = kiln_inode_load(img, img->sb.packed_nid, &packed);
+		if (err)
+			return err;
+		err = kiln_file_init(&src.file, img, &packed);
+		if (err)
+			return err;
+		src.packed = true;
+	}
+	err = load_prefixes_from(img, &src);
+	if (src.packed)
+		kiln_file_release(&src.file);
+	return err;
+}
+
+static int check_devices(struct kiln_image *img)
+{
+	uint64_t off = (uint64_t)img->sb.devt_slotoff * 128;
+	uint64_t len = (uint64_t)img->sb.extra_devices * 128;
+
+	if (img->sb.extra_devices && !kiln_metabuf_get(img, off, len))
+		return KILN_CORRUPT(img, "device table (%u slots at %llu) outside the image",
+				    img->sb.extra_devices,
+				    (unsigned long long)off);
+	return 0;
+}
+
+static int check_root(struct kiln_image *img)
+{
+	struct kiln_inode root;
+	int err;
+
+	err = kiln_inode_load(img, img->sb.root_nid, &root);
+	if (err)
+		return err;
+	if (!S_ISDIR(root.mode))
+		return KILN_CORRUPT(img, "root nid %llu is not a directory",
+				    (unsigned long long)img->sb.root_nid);
+	if (img->sb.packed_nid) {
+		struct kiln_inode packed;
+
+		err = kiln_inode_load(img, img->sb.packed_nid, &packed);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int read_super(struct kiln_image *img)
+{
+	const char *why = NULL;
+	size_t len;
+	int err;
+
+	if (img->size < EROFS_SUPER_OFFSET + EROFS_SB_BASE_SIZE)
+		return KILN_CORRUPT(img, "image of %llu bytes is too small to hold a superblock",
+				    (unsigned long long)img->size);
+	len = (size_t)KILN_MIN(img->size - EROFS_SUPER_OFFSET,
+			       4096u - EROFS_SUPER_OFFSET);
+	err = kiln_decode_super(img->map + EROFS_SUPER_OFFSET, len, &img->sb,
+				&why);
+	if (err == -EOPNOTSUPP) {
+		kiln_log(&img->logger, KILN_LOG_ERROR, "superblock: %s", why);
+		return err;
+	}
+	if (err)
+		return KILN_CORRUPT(img, "superblock: %s", why);
+	if (img->sb.feature_compat & EROFS_FEATURE_COMPAT_SB_CHKSUM) {
+		err = check_checksum(img);
+		if (err)
+			return err;
+	}
+	if (img->sb.feature_incompat & EROFS_FEATURE_INCOMPAT_METABOX) {
+		kiln_log(&img->logger, KILN_LOG_ERROR,
+			 "superblock: metadata compression (metabox) is not supported");
+		return -EOPNOTSUPP;
+	}
+	if (img->sb.root_nid >> 63)
+		return KILN_CORRUPT(img, "root nid %llx refers to a metabox the image lacks",
+				    (unsigned long long)img->sb.root_nid);
+	err = scan_compr_cfgs(img);
+	if (!err)
+		err = check_devices(img);
+	if (!err)
+		err = check_root(img);
+	if (!err)
+		err = load_prefixes(img);
+	return err;
+}
+
+static int image_map(struct kiln_image *img, int fd)
+{
+	void *map;
+	int err;
+
+	err = image_size(img, fd, &img->size);
+	if (err)
+		return err;
+	if (img->size == 0) {
+		kiln_log(&img->logger, KILN_LOG_ERROR, "image is empty");
+		return -KILN_ECORRUPT;
+	}
+	if (img->size > SIZE_MAX)
+		return -EFBIG;
+	map = mmap(NULL, (size_t)img->size, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return -errno;
+	img->map = map;
+	return 0;
+}
+
+static struct kiln_image *image_new(const struct kiln_image_opts *opts)
+{
+	struct kiln_image *img = calloc(1, sizeof(*img));
+
+	if (!img)
+		return NULL;
+	img->fd = -1;
+	if (opts) {
+		size_t n = opts->struct_size;
+
+#define HAS(field) (n >= offsetof(struct kiln_image_opts, field) + \
+		    sizeof(opts->field))
+		if (HAS(log_ctx)) {
+			img->logger.fn = opts->log;
+			img->logger.ctx = opts->log_ctx;
+		}
+		if (HAS(cache))
+			img->cache = opts->cache;
+		if (HAS(cache_size))
+			img->cache_size = opts->cache_size;
+		if (HAS(flags))
+			img->flags = opts->flags;
+#undef HAS
+	}
+	return img;
+}
+
+static int image_open(struct kiln_image **out, int fd, bool own_fd,
+		      const struct kiln_image_opts *opts)
+{
+	struct kiln_image *img = image_new(opts);
+	int err;
+
+	*out = NULL;
+	if (!img) {
+		if (own_fd)
+			close(fd);
+		return -ENOMEM;
+	}
+	if (own_fd)
+		img->fd = fd;
+	err = image_map(img, fd);
+	if (!err)
+		err = read_super(img);
+	if (err) {
+		kiln_image_close(img);
+		return err;
+	}
+	*out = img;
+	return 0;
+}
+
+KILN_API int kiln_image_open(struct kiln_image **out, const char *path,
+			     const struct kiln_image_opts *opts)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		*out = NULL;
+		return -errno;
+	}
+	return image_open(out, fd, true, opts);
+}
+
+KILN_API int kiln_image_open_fd(struct kiln_image **out, int fd,
+				const struct kiln_image_opts *opts)
+{
+	return image_open(out, fd, false, opts);
+}
+
+KILN_API void kiln_image_close(struct kiln_image *img)
+{
+	if (!img)
+		return;
+	kiln_zimage_release(img);
+	if (img->map)
+		munmap((void *)(uintptr_t)img->map, (size_t)img->size);
+	if (img->fd >= 0)
+		close(img->fd);
+	free(img->xprefixes);
+	free(img->xprefix_blob);
+	free(img);
+}
+
+KILN_API void kiln_image_get_info(const struct kiln_image *img,
+				  struct kiln_image_info *info)
+{
+	const struct kiln_sb *sb = &img->sb;
+
+	memset(info, 0, sizeof(*info));
+	info->block_size = sb->blksz;
+	info->blocks = sb->blocks;
+	info->image_size = img->size;
+	info->inodes = sb->inos;
+	info->root_nid = sb->root_nid;
+	info->packed_nid = sb->packed_nid;
+	info->feature_compat = sb->feature_compat;
+	info->feature_incompat = sb->feature_incompat;
+	info->compr_algs = sb->compr_algs;
+	memcpy(info->uuid, sb->uuid, sizeof(info->uuid));
+	memcpy(info->volume_name, sb->volume_name, sizeof(info->volume_name));
+	info->epoch = sb->epoch;
+	info->build_time = (int64_t)((uint64_t)sb->epoch + sb->build_time);
+	info->fixed_nsec = sb->fixed_nsec;
+	info->sb_checksum = sb->checksum;
+	info->meta_blkaddr = sb->meta_blkaddr;
+	info->xattr_blkaddr = sb->xattr_blkaddr;
+}
+
+KILN_API kiln_nid_t kiln_image_root(const struct kiln_image *img)
+{
+	return img->sb.root_nid;
+}

@@ -1,0 +1,453 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Tests for lib/codec: every codec built in, at several levels: round
+ * trips, fixed-output fills, exact-length rules, hostile streams, the
+ * "ALG[:LEVEL]" parser and config records.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kiln/codec.h>
+
+#include "codec/codec.h"
+#include "format/erofs_fs.h"
+#include "util/checked.h"
+#include "tap.h"
+
+#define IN_LEN	(96u * 1024)
+
+static uint8_t text[IN_LEN];	/* compressible */
+static uint8_t noise[IN_LEN];	/* incompressible */
+
+static uint32_t rng = 12345;
+
+static uint32_t next_rand(void)
+{
+	rng = rng * 1103515245u + 12345u;
+	return rng >> 8;
+}
+
+static void make_inputs(void)
+{
+	static const char *words[] = {
+		"extent ", "pcluster ", "the ", "kernel ", "reads ", "block ",
+		"0123456789", "\n", "compressed ", "lcluster ", "zstd ", "a",
+	};
+	size_t n = 0;
+
+	while (n < IN_LEN) {
+		const char *w = words[next_rand() % KILN_ARRAY_SIZE(words)];
+		size_t l = strlen(w);
+
+		if (l > IN_LEN - n)
+			l = IN_LEN - n;
+		memcpy(text + n, w, l);
+		n += l;
+	}
+	for (n = 0; n < IN_LEN; n++)
+		noise[n] = (uint8_t)next_rand();
+}
+
+/* A codec with its compress and decompress workspaces ready. */
+struct rig {
+	const struct kiln_codec_ops *ops;
+	struct kiln_codec_params p;
+	void *cws, *dws;
+};
+
+static bool rig_init(struct rig *r, enum kiln_codec_id id, int level)
+{
+	size_t cs, ds;
+
+	memset(r, 0, sizeof(*r));
+	r->ops = kiln_codec_get(id);
+	if (!r->ops)
+		return false;
+	r->p.level = level;
+	r->p.blksz = 4096;
+	r->p.max_pcluster_size = 65536;
+	cs = r->ops->compress_wsize(level, IN_LEN);
+	ds = r->ops->decompress_wsize(IN_LEN);
+	r->cws = aligned_alloc(64, (cs + 64) / 64 * 64);
+	r->dws = aligned_alloc(64, (ds + 64) / 64 * 64);
+	if (!r->cws || !r->dws ||
+	    kiln_codec_cws_init(r->ops, r->cws, cs, &r->p) ||
+	    kiln_codec_dws_init(r->ops, r->dws, ds)) {
+		printf("#   workspace setup failed for %s:%d\n", r->ops->name,
+		       level);
+		return false;
+	}
+	return true;
+}
+
+static void rig_release(struct rig *r)
+{
+	if (!r->ops)
+		return;
+	kiln_codec_cws_fini(r->ops, r->cws);
+	kiln_codec_dws_fini(r->ops, r->dws);
+	free(r->cws);
+	free(r->dws);
+}
+
+/* Levels worth testing for each codec: the ends, the default, a middle. */
+static int levels_of(const struct kiln_codec_ops *ops, int *out)
+{
+	int n = 0;
+
+	out[n++] = ops->default_level;
+	if (ops->min_level != ops->default_level)
+		out[n++] = ops->id == KILN_CODEC_ZSTD ? -5 : ops->min_level;
+	if (ops->id == KILN_CODEC_LZMA) {
+		out[n++] = 0;
+		out[n++] = 9;
+		out[n++] = KILN_LZMA_EXTREME + 6;
+	} else if (ops->max_level != ops->default_level) {
+		out[n++] = ops->max_level;
+		out[n++] = (ops->default_level + ops->max_level) / 2;
+	}
+	if (ops->id == KILN_CODEC_ZSTD)
+		out[n++] = 1;
+	return n;
+}
+
+#define FOR_EACH_CODEC(id)						\
+	for (int id = KILN_CODEC_LZ4; id < KILN_CODEC_MAX; id++)	\
+		if (kiln_codec_get(id))
+
+TEST(roundtrip_every_codec_and_level)
+{
+	static uint8_t comp[IN_LEN + 4096], out[IN_LEN];
+
+	FOR_EACH_CODEC(id) {
+		int lv[8], n = levels_of(kiln_codec_get(id), lv);
+
+		for (int i = 0; i < n; i++) {
+			const uint8_t *inputs[] = { text, noise };
+			struct rig r;
+
+			if (!rig_init(&r, id, lv[i])) {
+				CHECK(0);
+				rig_release(&r);
+				continue;
+			}
+			for (int k = 0; k < 2; k++) {
+				ssize_t c = r.ops->compress(r.cws, lv[i], comp,
+							    sizeof(comp),
+							    inputs[k], IN_LEN);
+				int d;
+
+				CHECK(c > 0);
+				if (c <= 0)
+					continue;
+				CHECK(comp[0] != 0);
+				if (k == 0)
+					CHECK(c < (ssize_t)IN_LEN / 2);
+				memset(out, 0xAA, sizeof(out));
+				d = r.ops->decompress(r.dws, out, IN_LEN, comp,
+						      (size_t)c, false);
+				CHECK_EQ(d, 0);
+				if (memcmp(out, inputs[k], IN_LEN)) {
+					printf("#   %s:%d input %d differs\n",
+					       r.ops->name, lv[i], k);
+					CHECK(0);
+				}
+			}
+			rig_release(&r);
+		}
+	}
+}
+
+TEST(destsize_fills_without_exceeding)
+{
+	static uint8_t comp[8192], out[IN_LEN];
+	static const size_t caps[] = { 4096, 8192 };
+
+	FOR_EACH_CODEC(id) {
+		struct rig r;
+		int level = kiln_codec_get(id)->default_level;
+
+		if (!rig_init(&r, id, level)) {
+			CHECK(0);
+			rig_release(&r);
+			continue;
+		}
+		for (size_t c = 0; c < KILN_ARRAY_SIZE(caps); c++) {
+			size_t in = IN_LEN;
+			ssize_t got;
+
+			memset(comp, 0x55, sizeof(comp));
+			got = kiln_codec_compress_destsize(r.ops, r.cws, level,
+							   comp, caps[c], text,
+							   &in);
+			CHECK(got > 0 && (size_t)got <= caps[c]);
+			CHECK(in > caps[c] && in <= IN_LEN);
+			/* nothing written past the cap */
+			if (caps[c] < sizeof(comp))
+				CHECK(comp[caps[c]] == 0x55);
+			/* "fills": within a few percent of the cap */
+			CHECK((size_t)got >= caps[c] * 9 / 10);
+			if (got <= 0)
+				continue;
+			CHECK_EQ(r.ops->decompress(r.dws, out, in, comp,
+						   (size_t)got, false), 0);
+			CHECK(!memcmp(out, text, in));
+		}
+		rig_release(&r);
+	}
+}
+
+TEST(compress_reports_enospc_when_output_cannot_fit)
+{
+	static uint8_t comp[1024];
+
+	FOR_EACH_CODEC(id) {
+		struct rig r;
+		int level = kiln_codec_get(id)->default_level;
+		ssize_t got;
+
+		if (!rig_init(&r, id, level)) {
+			CHECK(0);
+			rig_release(&r);
+			continue;
+		}
+		got = r.ops->compress(r.cws, level, comp, sizeof(comp), noise,
+				      IN_LEN);
+		CHECK_EQ(got, -ENOSPC);
+		rig_release(&r);
+	}
+}
+
+TEST(decompress_enforces_exact_length)
+{
+	static uint8_t comp[IN_LEN + 4096], out[IN_LEN + 16];
+
+	FOR_EACH_CODEC(id) {
+		struct rig r;
+		int level = kiln_codec_get(id)->default_level;
+		ssize_t c;
+
+		if (!rig_init(&r, id, level)) {
+			CHECK(0);
+			rig_release(&r);
+			continue;
+		}
+		c = r.ops->compress(r.cws, level, comp, sizeof(comp), text,
+				    IN_LEN);
+		CHECK(c > 0);
+		if (c > 0) {
+			/*
+			 * Longer than the stream: an error. Shorter: an error
+			 * too, except for zstd, whose extra output the kernel
+			 * ignores (format notes 8.4).
+			 */
+			CHECK_EQ(r.ops->decompress(r.dws, out, IN_LEN - 1, comp,
+						   (size_t)c, false),
+				 id == KILN_CODEC_ZSTD ? 0 : -KILN_ECORRUPT);
+			CHECK_EQ(r.ops->decompress(r.dws, out, IN_LEN + 1, comp,
+						   (size_t)c, false),
+				 -KILN_ECORRUPT);
+			/* a prefix, asked for as one, decodes */
+			memset(out, 0, sizeof(out));
+			CHECK_EQ(r.ops->decompress(r.dws, out, IN_LEN / 3, comp,
+						   (size_t)c, true), 0);
+			CHECK(!memcmp(out, text, IN_LEN / 3));
+			/* and the workspace is still good afterwards */
+			CHECK_EQ(r.ops->decompress(r.dws, out, IN_LEN, comp,
+						   (size_t)c, false), 0);
+			CHECK(!memcmp(out, text, IN_LEN));
+		}
+		rig_release(&r);
+	}
+}
+
+TEST(decompress_rejects_truncated_and_corrupt_streams)
+{
+	static uint8_t comp[IN_LEN + 4096], bad[IN_LEN + 4096], out[IN_LEN];
+
+	FOR_EACH_CODEC(id) {
+		struct rig r;
+		int level = kiln_codec_get(id)->default_level;
+		ssize_t c;
+
+		if (!rig_init(&r, id, level)) {
+			CHECK(0);
+			rig_release(&r);
+			continue;
+		}
+		c = r.ops->compress(r.cws, level, comp, sizeof(comp), text,
+				    IN_LEN);
+		CHECK(c > 16);
+		if (c <= 16) {
+			rig_release(&r);
+			continue;
+		}
+		/* truncated: never success, never a crash */
+		for (ssize_t cut = 1; cut < c; cut += c / 7 + 1)
+			CHECK_EQ(r.ops->decompress(r.dws, out, IN_LEN, comp,
+						   (size_t)(c - cut), false),
+				 -KILN_ECORRUPT);
+		CHECK_EQ(r.ops->decompress(r.dws, out, IN_LEN, comp, 0, false),
+			 -KILN_ECORRUPT);
+		/* flipped bytes: an error or (rarely) other data, no crash */
+		for (int t = 0; t < 64; t++) {
+			int d;
+
+			memcpy(bad, comp, (size_t)c);
+			for (int f = 0; f < 4; f++)
+				bad[next_rand() % (uint32_t)c] ^=
+					(uint8_t)(1u << (next_rand() % 8));
+			d = r.ops->decompress(r.dws, out, IN_LEN, bad,
+					      (size_t)c, t & 1);
+			CHECK(d == 0 || d == -KILN_ECORRUPT);
+		}
+		/* garbage */
+		CHECK(r.ops->decompress(r.dws, out, IN_LEN, noise, 4096,
+					false) == -KILN_ECORRUPT);
+		rig_release(&r);
+	}
+}
+
+TEST(zstd_rejects_windows_over_one_mib)
+{
+	/* frame header: magic, descriptor 0 (window byte follows), window 2^21 */
+	static const uint8_t frame[] = { 0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x58,
+					 0x01, 0x00, 0x00, 0x00 };
+	static uint8_t out[4096];
+	struct rig r;
+
+	if (!kiln_codec_get(KILN_CODEC_ZSTD))
+		return;
+	CHECK(rig_init(&r, KILN_CODEC_ZSTD, 3));
+	CHECK_EQ(r.ops->decompress(r.dws, out, sizeof(out), frame,
+				   sizeof(frame), false), -KILN_ECORRUPT);
+	rig_release(&r);
+}
+
+TEST(erofs_algorithms_map_to_decoders)
+{
+	static const struct { unsigned int alg; enum kiln_codec_id id; } m[] = {
+		{ Z_EROFS_COMPRESSION_LZ4, KILN_CODEC_LZ4 },
+		{ Z_EROFS_COMPRESSION_LZMA, KILN_CODEC_LZMA },
+		{ Z_EROFS_COMPRESSION_DEFLATE, KILN_CODEC_DEFLATE },
+		{ Z_EROFS_COMPRESSION_ZSTD, KILN_CODEC_ZSTD },
+	};
+
+	for (size_t i = 0; i < KILN_ARRAY_SIZE(m); i++)
+		CHECK(kiln_codec_by_erofs_alg(m[i].alg) == kiln_codec_get(m[i].id));
+	CHECK(kiln_codec_by_erofs_alg(4) == NULL);
+	CHECK(kiln_codec_by_erofs_alg(255) == NULL);
+	CHECK(kiln_codec_get(KILN_CODEC_NONE) == NULL);
+	CHECK(kiln_codec_get(KILN_CODEC_MAX) == NULL);
+	if (kiln_codec_get(KILN_CODEC_LZ4HC))
+		CHECK_EQ(kiln_codec_get(KILN_CODEC_LZ4HC)->erofs_alg,
+			 Z_EROFS_COMPRESSION_LZ4);
+}
+
+TEST(config_records_have_the_kernel_sizes)
+{
+	struct kiln_codec_params p = { 0, 4096, 65536 };
+	uint8_t buf[32];
+
+	FOR_EACH_CODEC(id) {
+		const struct kiln_codec_ops *ops = kiln_codec_get(id);
+		ssize_t n;
+
+		p.level = ops->default_level;
+		n = ops->config_encode(&p, buf, sizeof(buf));
+		CHECK_EQ(n, ops->erofs_alg <= Z_EROFS_COMPRESSION_LZMA ? 14 : 6);
+		if (ops->erofs_alg == Z_EROFS_COMPRESSION_LZ4)
+			CHECK_EQ(buf[2], 16);	/* max_pclusterblks */
+		if (ops->erofs_alg == Z_EROFS_COMPRESSION_LZMA)
+			CHECK_EQ(buf[0] | buf[1] << 8 | buf[2] << 16,
+				 256 * 1024);
+		if (ops->erofs_alg == Z_EROFS_COMPRESSION_ZSTD)
+			CHECK_EQ(buf[1], 10);
+		CHECK_EQ(ops->config_encode(&p, buf, 4), -ENOSPC);
+	}
+	CHECK_EQ(kiln_lzma_dict_size(4096), 32 * 1024);
+	CHECK_EQ(kiln_lzma_dict_size(1u << 20), 4u << 20);
+	CHECK_EQ(kiln_lzma_dict_size(16u << 20), 8u << 20);
+}
+
+TEST(parse_accepts_names_and_levels)
+{
+	struct kiln_compress_spec s;
+	char err[512];
+
+	CHECK_EQ(kiln_compress_parse("none", &s, err, sizeof(err)), 0);
+	CHECK_EQ(s.codec, KILN_CODEC_NONE);
+	if (kiln_codec_get(KILN_CODEC_LZ4)) {
+		CHECK_EQ(kiln_compress_parse("lz4", &s, err, sizeof(err)), 0);
+		CHECK_EQ(s.codec, KILN_CODEC_LZ4);
+		CHECK_EQ(s.level, 1);
+		CHECK_EQ(kiln_compress_parse("lz4hc:12", &s, err, sizeof(err)), 0);
+		CHECK_EQ(s.codec, KILN_CODEC_LZ4HC);
+		CHECK_EQ(s.level, 12);
+		CHECK_EQ(kiln_compress_parse("lz4hc,3", &s, NULL, 0), 0);
+		CHECK_EQ(s.level, 3);
+		CHECK_EQ(kiln_compress_parse("lz4hc:13", &s, err, sizeof(err)),
+			 -ERANGE);
+		CHECK(strstr(err, "lz4hc (1..12") != NULL);
+	}
+	if (kiln_codec_get(KILN_CODEC_ZSTD)) {
+		CHECK_EQ(kiln_compress_parse("zstd:-5", &s, err, sizeof(err)), 0);
+		CHECK_EQ(s.level, -5);
+		CHECK_EQ(kiln_compress_parse("zstd:0", &s, err, sizeof(err)),
+			 -ERANGE);
+		CHECK_EQ(kiln_compress_parse("zstd:22", &s, err, sizeof(err)), 0);
+	}
+	if (kiln_codec_get(KILN_CODEC_LZMA)) {
+		CHECK_EQ(kiln_compress_parse("lzma:9e", &s, err, sizeof(err)), 0);
+		CHECK_EQ(s.level, KILN_LZMA_EXTREME + 9);
+		CHECK_EQ(kiln_compress_parse("lzma", &s, err, sizeof(err)), 0);
+		CHECK_EQ(s.level, 6);
+		CHECK_EQ(kiln_compress_parse("lzma:10", &s, err, sizeof(err)),
+			 -ERANGE);
+		CHECK_EQ(kiln_compress_parse("lzma:10e", &s, err, sizeof(err)),
+			 -EINVAL);
+	}
+}
+
+TEST(parse_errors_list_the_valid_choices)
+{
+	struct kiln_compress_spec s;
+	char err[512], small[8];
+
+	CHECK_EQ(kiln_compress_parse("brotli", &s, err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "brotli") != NULL);
+	CHECK(strstr(err, "valid:") != NULL);
+	if (kiln_codec_get(KILN_CODEC_LZ4))
+		CHECK(strstr(err, "lz4 (1)") != NULL);
+	CHECK_EQ(kiln_compress_parse("lz4hc:x", &s, err, sizeof(err)),
+		 kiln_codec_get(KILN_CODEC_LZ4HC) ? -EINVAL : -EOPNOTSUPP);
+	CHECK_EQ(kiln_compress_parse("lz4hc:", &s, err, sizeof(err)),
+		 kiln_codec_get(KILN_CODEC_LZ4HC) ? -EINVAL : -EOPNOTSUPP);
+	CHECK_EQ(kiln_compress_parse("none:3", &s, err, sizeof(err)), -EINVAL);
+	CHECK_EQ(kiln_compress_parse("lz", &s, small, sizeof(small)), -EINVAL);
+	CHECK_EQ(strlen(small), sizeof(small) - 1);
+	CHECK(kiln_codec_describe(NULL, 0) > 10);
+	CHECK(!strcmp(kiln_codec_name(KILN_CODEC_ZSTD), "zstd"));
+	CHECK(!strcmp(kiln_codec_name(KILN_CODEC_MAX), "unknown"));
+}
+
+int main(void)
+{
+	static const struct tap_test tests[] = {
+		TAP_ENTRY(roundtrip_every_codec_and_level),
+		TAP_ENTRY(destsize_fills_without_exceeding),
+		TAP_ENTRY(compress_reports_enospc_when_output_cannot_fit),
+		TAP_ENTRY(decompress_enforces_exact_length),
+		TAP_ENTRY(decompress_rejects_truncated_and_corrupt_streams),
+		TAP_ENTRY(zstd_rejects_windows_over_one_mib),
+		TAP_ENTRY(erofs_algorithms_map_to_decoders),
+		TAP_ENTRY(config_records_have_the_kernel_sizes),
+		TAP_ENTRY(parse_accepts_names_and_levels),
+		TAP_ENTRY(parse_errors_list_the_valid_choices),
+	};
+
+	make_inputs();
+	return tap_run(tests, KILN_ARRAY_SIZE(tests));
+}

@@ -1,0 +1,389 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Tests for lib/builder/zfile.c, zpack.c and zctx.c: files are compressed
+ * into a real image file through kiln_out, then every extent's pcluster is
+ * read back, checked against the rules a kernel enforces (front padding
+ * only, stream ends at plen, exact decoded length, raw when not worth it)
+ * and decoded with the codec's own decoder.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <kiln/builder.h>
+
+#include "builder/output.h"
+#include "builder/zinternal.h"
+#include "format/erofs_fs.h"
+#include "util/endian.h"
+#include "tap.h"
+
+struct memsrc {
+	const uint8_t *data;
+	uint64_t size;
+};
+
+static int mem_read(void *ctx, void *buf, size_t len, uint64_t off)
+{
+	const struct memsrc *m = ctx;
+
+	if (off > m->size || len > m->size - off)
+		return -EIO;
+	memcpy(buf, m->data + off, len);
+	return 0;
+}
+
+/* Deterministic test data: text-like, random and zero runs. */
+static uint8_t *make_data(size_t len, unsigned int kind, uint32_t seed)
+{
+	static const char *words[] = { "erofs ", "kiln ", "pcluster ",
+				       "lcluster\n", "extent ", "zero " };
+	uint8_t *p = malloc(len ? len : 1);
+	uint32_t x = seed * 2654435761u + 1;
+
+	for (size_t i = 0; i < len;) {
+		unsigned int k = kind == 3 ? (unsigned int)(i / 50000) % 3 : kind;
+
+		x = x * 1103515245u + 12345u;
+		if (k == 0) {
+			const char *w = words[(x >> 16) % 6];
+
+			for (; *w && i < len; w++)
+				p[i++] = (uint8_t)*w;
+		} else if (k == 1) {
+			p[i++] = (uint8_t)(x >> 16);
+		} else {
+			p[i++] = 0;
+		}
+	}
+	return p;
+}
+
+struct img {
+	char path[64];
+	struct kiln_out *out;
+	struct kiln_logger lg;
+	struct kiln_zctx *zc;
+	unsigned int bits;
+};
+
+static int img_open(struct img *im, enum kiln_codec_id codec,
+		    enum kiln_compress_layout layout, uint32_t pcluster,
+		    unsigned int flags, unsigned int bits)
+{
+	struct kiln_build_opts o;
+	int err;
+
+	memset(im, 0, sizeof(*im));
+	memset(&o, 0, sizeof(o));
+	o.struct_size = sizeof(o);
+	o.compress.codec = codec;
+	o.compress_layout = layout;
+	o.pcluster_size = pcluster;
+	o.compress_flags = flags;
+	im->bits = bits;
+	snprintf(im->path, sizeof(im->path), "/tmp/test-zfile-%d.img",
+		 (int)getpid());
+	err = kiln_zctx_new(&o, bits, &im->lg, &im->zc);
+	if (err)
+		return err;
+	/* data from block 1 on: block 0 stays for the superblock */
+	return kiln_out_open(&im->out, im->path, bits, 1, &im->lg);
+}
+
+/* Commit the image and return its bytes. */
+static uint8_t *img_close(struct img *im, size_t *len)
+{
+	uint64_t size = (uint64_t)kiln_out_next_blk(im->out) << im->bits;
+	uint8_t *buf = NULL;
+	FILE *f;
+
+	if (kiln_out_commit(im->out, size))
+		return NULL;
+	f = fopen(im->path, "rb");
+	if (f) {
+		buf = malloc(size);
+		if (buf && fread(buf, 1, size, f) != size) {
+			free(buf);
+			buf = NULL;
+		}
+		fclose(f);
+	}
+	unlink(im->path);
+	*len = (size_t)size;
+	return buf;
+}
+
+/*
+ * Check every extent of @zf against the image @img and the source @src:
+ * coverage without gaps, pcluster rules, decoded bytes.
+ */
+static void check_file(const struct img *im, const struct kiln_zfile *zf,
+		       const uint8_t *img, size_t img_len, const uint8_t *src)
+{
+	const uint32_t bs = 1u << im->bits;
+	uint8_t *out = malloc(Z_EROFS_EXTENT_MAX_LEN);
+	uint64_t pos = 0;
+
+	for (size_t i = 0; i < zf->nr_ext; i++) {
+		const struct kiln_zext *e = &zf->ext[i];
+		const uint8_t *p;
+		size_t skip = 0;
+
+		CHECK_EQ(e->lstart, pos);
+		pos += e->llen;
+		if (e->flags & KILN_ZEXT_HOLE) {
+			for (uint32_t k = 0; k < e->llen; k++)
+				CHECK(!src[e->lstart + k]);
+			continue;
+		}
+		if (e->flags & KILN_ZEXT_INLINE) {
+			p = zf->idata;
+			CHECK_EQ(e->plen, zf->idata_size);
+		} else {
+			CHECK(e->pstart + e->plen <= img_len);
+			if (e->pstart + e->plen > img_len)
+				break;
+			p = img + e->pstart;
+			if (zf->kind != KILN_ZMAP_EXTENTS) {
+				CHECK_EQ(e->pstart % bs, 0);
+				CHECK_EQ(e->plen % bs, 0);
+			}
+		}
+		if (!e->fmt) {
+			CHECK(e->llen <= e->plen);
+			CHECK(!memcmp(p, src + e->lstart, e->llen));
+			continue;
+		}
+		/* compressed: fewer than one block of zeros in front */
+		while (skip < e->plen && !p[skip])
+			skip++;
+		CHECK(skip < bs);
+		CHECK(skip < e->plen);
+		/* not the last extent: must be smaller than what it decodes to */
+		if (i + 1 < zf->nr_ext)
+			CHECK(e->plen < e->llen);
+		{
+			const struct kiln_codec_ops *ops =
+				kiln_codec_by_erofs_alg(e->fmt - 1u);
+			size_t wsz = ops->decompress_wsize(e->llen);
+			void *ws = malloc(wsz ? wsz : 1);
+			int err = kiln_codec_dws_init(ops, ws, wsz);
+
+			CHECK_EQ(err, 0);
+			err = ops->decompress(ws, out, e->llen, p + skip,
+					      e->plen - skip, false);
+			CHECK_EQ(err, 0);
+			if (!err)
+				CHECK(!memcmp(out, src + e->lstart, e->llen));
+			kiln_codec_dws_fini(ops, ws);
+			free(ws);
+		}
+	}
+	CHECK_EQ(pos, zf->size);
+	free(out);
+}
+
+/* Compress @len bytes of @kind with the given settings; check it all. */
+static void roundtrip(enum kiln_codec_id codec, enum kiln_compress_layout lay,
+		      uint32_t pcluster, unsigned int flags, unsigned int bits,
+		      size_t len, unsigned int kind, int want)
+{
+	struct img im;
+	struct kiln_zfile *zf = NULL;
+	uint8_t *src = make_data(len, kind, (uint32_t)len);
+	struct memsrc ms = { src, len };
+	uint8_t *img;
+	size_t img_len;
+	int err;
+
+	if (!kiln_codec_get(codec)) {
+		free(src);
+		return;		/* not built in */
+	}
+	err = img_open(&im, codec, lay, pcluster, flags, bits);
+	CHECK_EQ(err, 0);
+	if (err) {
+		free(src);
+		return;
+	}
+	err = kiln_zfile_write(im.zc, im.out, mem_read, &ms, len, &zf);
+	CHECK_EQ(err, want);
+	img = img_close(&im, &img_len);
+	CHECK(img != NULL);
+	if (!err && img) {
+		size_t mlen;
+
+		check_file(&im, zf, img, img_len, src);
+		/* the map can be encoded at some position */
+		CHECK_EQ(kiln_zfile_map_size(zf, 1024 + 128 + 64, &mlen) == 0 ||
+			 kiln_zfile_has_inline(zf), 1);
+	}
+	if (err == 1)	/* handed back: no image space spent */
+		CHECK_EQ(img_len, (size_t)1 << bits);
+	kiln_zfile_free(zf);
+	kiln_zctx_free(im.zc);
+	free(img);
+	free(src);
+}
+
+static const enum kiln_codec_id all_codecs[] = {
+	KILN_CODEC_LZ4, KILN_CODEC_LZ4HC, KILN_CODEC_LZMA,
+	KILN_CODEC_DEFLATE, KILN_CODEC_ZSTD,
+};
+
+TEST(classic_one_block_pclusters_roundtrip_every_codec)
+{
+	for (size_t c = 0; c < 5; c++) {
+		roundtrip(all_codecs[c], KILN_COMPRESS_LAYOUT_CLASSIC, 0, 0,
+			  12, 300000, 0, 0);
+		roundtrip(all_codecs[c], KILN_COMPRESS_LAYOUT_CLASSIC, 0, 0,
+			  12, 400001, 3, 0);
+	}
+}
+
+TEST(classic_big_pclusters_roundtrip_every_codec)
+{
+	for (size_t c = 0; c < 5; c++) {
+		roundtrip(all_codecs[c], KILN_COMPRESS_LAYOUT_CLASSIC, 65536,
+			  0, 12, 1000003, 3, 0);
+		roundtrip(all_codecs[c], KILN_COMPRESS_LAYOUT_CLASSIC, 16384,
+			  0, 9, 200000, 0, 0);
+	}
+}
+
+TEST(ztailpacking_inlines_a_small_last_pcluster)
+{
+	for (size_t c = 0; c < 5; c++) {
+		roundtrip(all_codecs[c], KILN_COMPRESS_LAYOUT_CLASSIC, 0,
+			  KILN_COMPRESS_ZTAILPACKING, 12, 100000 + 777, 0, 0);
+		roundtrip(all_codecs[c], KILN_COMPRESS_LAYOUT_CLASSIC, 16384,
+			  KILN_COMPRESS_ZTAILPACKING, 12, 150000 + 1, 3, 0);
+	}
+}
+
+TEST(extents_roundtrip_every_codec_and_size)
+{
+	const uint32_t sizes[] = { 4096, 65536, 131072 };
+
+	for (size_t c = 0; c < 5; c++)
+		for (size_t s = 0; s < 3; s++)
+			roundtrip(all_codecs[c], KILN_COMPRESS_LAYOUT_EXTENTS,
+				  sizes[s], 0, 12, 700001, 3, 0);
+}
+
+TEST(incompressible_file_is_handed_back_without_writing)
+{
+	roundtrip(KILN_CODEC_LZ4HC, KILN_COMPRESS_LAYOUT_CLASSIC, 0, 0, 12,
+		  500000, 1, 1);
+	roundtrip(KILN_CODEC_ZSTD, KILN_COMPRESS_LAYOUT_EXTENTS, 65536, 0, 12,
+		  500000, 1, 1);
+}
+
+TEST(small_incompressible_file_is_handed_back)
+{
+	roundtrip(KILN_CODEC_LZ4, KILN_COMPRESS_LAYOUT_CLASSIC, 0, 0, 12,
+		  3000, 1, 1);
+	roundtrip(KILN_CODEC_LZ4, KILN_COMPRESS_LAYOUT_CLASSIC, 0, 0, 12,
+		  1, 0, 1);
+}
+
+TEST(same_input_gives_same_extents)
+{
+	struct kiln_zfile *zf[2] = { NULL, NULL };
+	uint8_t *src = make_data(300000, 3, 7);
+	struct memsrc ms = { src, 300000 };
+
+	for (int k = 0; k < 2; k++) {
+		struct img im;
+		size_t len;
+
+		CHECK_EQ(img_open(&im, KILN_CODEC_ZSTD,
+				  KILN_COMPRESS_LAYOUT_CLASSIC, 16384, 0, 12), 0);
+		CHECK_EQ(kiln_zfile_write(im.zc, im.out, mem_read, &ms,
+					  ms.size, &zf[k]), 0);
+		free(img_close(&im, &len));
+		kiln_zctx_free(im.zc);
+	}
+	if (zf[0] && zf[1]) {
+		CHECK_EQ(zf[0]->nr_ext, zf[1]->nr_ext);
+		CHECK(!memcmp(zf[0]->ext, zf[1]->ext,
+			      zf[0]->nr_ext * sizeof(*zf[0]->ext)));
+	}
+	kiln_zfile_free(zf[0]);
+	kiln_zfile_free(zf[1]);
+	free(src);
+}
+
+TEST(features_and_config_records_follow_what_was_written)
+{
+	struct img im;
+	struct kiln_zfile *zf = NULL;
+	uint8_t *src = make_data(200000, 0, 3);
+	struct memsrc ms = { src, 200000 };
+	uint8_t cfg[64];
+	uint32_t incompat;
+	uint16_t u1;
+	ssize_t n;
+	size_t len;
+
+	if (!kiln_codec_get(KILN_CODEC_ZSTD)) {
+		free(src);
+		return;
+	}
+	CHECK_EQ(img_open(&im, KILN_CODEC_ZSTD, KILN_COMPRESS_LAYOUT_CLASSIC,
+			  65536, 0, 12), 0);
+	kiln_zctx_features(im.zc, &incompat, &u1);
+	CHECK_EQ(incompat, 0);		/* nothing written yet */
+	CHECK_EQ(kiln_zctx_cfgs_encode(im.zc, 1152, NULL, 0), 0);
+	CHECK_EQ(kiln_zfile_write(im.zc, im.out, mem_read, &ms, ms.size, &zf), 0);
+	kiln_zctx_features(im.zc, &incompat, &u1);
+	CHECK(incompat & EROFS_FEATURE_INCOMPAT_ZERO_PADDING);
+	CHECK(incompat & EROFS_FEATURE_INCOMPAT_COMPR_CFGS);
+	CHECK(!(incompat & EROFS_FEATURE_INCOMPAT_48BIT));
+	CHECK_EQ(u1, 1u << Z_EROFS_COMPRESSION_ZSTD);
+	n = kiln_zctx_cfgs_encode(im.zc, 1154, cfg, sizeof(cfg));
+	/* 2 bytes to reach a multiple of 4, le16 length 6, 6 payload bytes */
+	CHECK_EQ(n, 2 + 2 + 6);
+	CHECK_EQ(kiln_get_le16(cfg + 2), 6);
+	CHECK_EQ(cfg[4], 0);		/* zstd format 0 */
+	CHECK(cfg[5] <= 10);		/* windowlog */
+	CHECK_EQ(kiln_zctx_cfgs_encode(im.zc, 1154, cfg, 5), -ENOSPC);
+	free(img_close(&im, &len));
+	kiln_zfile_free(zf);
+	kiln_zctx_free(im.zc);
+	free(src);
+}
+
+TEST(bad_sizes_are_refused)
+{
+	struct kiln_build_opts o;
+	struct kiln_logger lg = { 0 };
+	struct kiln_zctx *zc = NULL;
+
+	memset(&o, 0, sizeof(o));
+	o.struct_size = sizeof(o);
+	o.compress.codec = KILN_CODEC_LZ4;
+	o.pcluster_size = 5000;
+	CHECK_EQ(kiln_zctx_new(&o, 12, &lg, &zc), -EINVAL);
+	o.pcluster_size = 2 * 1024 * 1024;
+	CHECK_EQ(kiln_zctx_new(&o, 12, &lg, &zc), -EINVAL);
+	o.compress_layout = KILN_COMPRESS_LAYOUT_EXTENTS;
+	o.pcluster_size = 3 * 4096;
+	CHECK_EQ(kiln_zctx_new(&o, 12, &lg, &zc), -EINVAL);
+	o.compress.codec = KILN_CODEC_NONE;
+	CHECK_EQ(kiln_zctx_new(&o, 12, &lg, &zc), 0);
+	CHECK(zc == NULL);
+}
+
+TAP_MAIN(TAP_ENTRY(classic_one_block_pclusters_roundtrip_every_codec),
+	 TAP_ENTRY(classic_big_pclusters_roundtrip_every_codec),
+	 TAP_ENTRY(ztailpacking_inlines_a_small_last_pcluster),
+	 TAP_ENTRY(extents_roundtrip_every_codec_and_size),
+	 TAP_ENTRY(incompressible_file_is_handed_back_without_writing),
+	 TAP_ENTRY(small_incompressible_file_is_handed_back),
+	 TAP_ENTRY(same_input_gives_same_extents),
+	 TAP_ENTRY(features_and_config_records_follow_what_was_written),
+	 TAP_ENTRY(bad_sizes_are_refused))

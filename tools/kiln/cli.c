@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: MIT
+/* Helpers every subcommand shares: option tables, messages, sizes. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define CLI_MAX_OPTS 64
+
+int cli_getopt(int argc, char **argv, const struct cli_spec *spec,
+	       const char **arg)
+{
+	struct option longopts[CLI_MAX_OPTS + 2];
+	char shortopts[3 * CLI_MAX_OPTS + 8];
+	size_t n = 0, s = 0;
+	int c;
+
+	/* ':' first: a missing argument is told apart from an unknown option */
+	shortopts[s++] = ':';
+	for (size_t i = 0; i < spec->nr_opts && i < CLI_MAX_OPTS; i++) {
+		const struct cli_option *o = &spec->opts[i];
+
+		if (o->name)
+			longopts[n++] = (struct option){
+				o->name, o->arg ? required_argument :
+						  no_argument, NULL, o->key,
+			};
+		if (o->key > 0 && o->key < 256) {
+			shortopts[s++] = (char)o->key;
+			if (o->arg)
+				shortopts[s++] = ':';
+		}
+	}
+	longopts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
+	longopts[n] = (struct option){ NULL, 0, NULL, 0 };
+	shortopts[s++] = 'h';
+	shortopts[s] = '\0';
+
+	opterr = 0;
+	c = getopt_long(argc, argv, shortopts, longopts, NULL);
+	*arg = optarg;
+	switch (c) {
+	case -1:
+		return CLI_OPT_END;
+	case 'h':
+		cli_usage(stdout, spec);
+		return CLI_OPT_HELP;
+	case ':':
+		cli_usage_error(spec, "option '%s' needs an argument",
+				argv[optind - 1]);
+		return CLI_OPT_ERROR;
+	case '?':
+		if (optopt)
+			cli_usage_error(spec, "unknown option '-%c'", optopt);
+		else
+			cli_usage_error(spec, "unknown option '%s'",
+					argv[optind - 1]);
+		return CLI_OPT_ERROR;
+	default:
+		return c;
+	}
+}
+
+int cli_opt_exit(int rc)
+{
+	return rc == CLI_OPT_HELP ? 0 : 2;
+}
+
+void cli_usage(FILE *f, const struct cli_spec *spec)
+{
+	fprintf(f, "usage: kiln %s %s\n%s\n", spec->cmd, spec->usage,
+		spec->summary);
+	if (!spec->nr_opts)
+		return;
+	fprintf(f, "\noptions:\n");
+	for (size_t i = 0; i < spec->nr_opts; i++) {
+		const struct cli_option *o = &spec->opts[i];
+		char left[64];
+		int len = 0;
+
+		if (o->key > 0 && o->key < 256)
+			len = snprintf(left, sizeof(left), "-%c%s", o->key,
+				       o->name ? ", " : "");
+		else
+			len = snprintf(left, sizeof(left), "    ");
+		if (o->name && len >= 0 && (size_t)len < sizeof(left))
+			snprintf(left + len, sizeof(left) - (size_t)len,
+				 "--%s%s%s", o->name, o->arg ? "=" : "",
+				 o->arg ? o->arg : "");
+		fprintf(f, "  %-26s %s\n", left, o->help);
+	}
+	fprintf(f, "  %-26s %s\n", "-h, --help", "show this help");
+}
+
+int cli_usage_error(const struct cli_spec *spec, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "kiln %s: ", spec->cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nusage: kiln %s %s\n", spec->cmd, spec->usage);
+	return 2;
+}
+
+const char *cli_escape(const char *s, char *buf, size_t cap)
+{
+	size_t o = 0;
+
+	if (!cap)
+		return buf;
+	for (; *s && o + 5 < cap; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch < 0x20 || ch == 0x7f || ch == '\\')
+			o += (size_t)snprintf(buf + o, cap - o, "\\%03o", ch);
+		else
+			buf[o++] = (char)ch;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+void cli_error(const char *image, const char *fmt, ...)
+{
+	char msg[2048], esc[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "kiln: %s: %s\n", image,
+		cli_escape(msg, esc, sizeof(esc)));
+}
+
+void cli_log_init(struct cli_log *lg, const char *image,
+		  enum kiln_log_level max_level)
+{
+	memset(lg, 0, sizeof(*lg));
+	lg->image = image;
+	lg->max_level = max_level;
+}
+
+void cli_log_fn(void *ctx, enum kiln_log_level level, const char *msg)
+{
+	struct cli_log *lg = ctx;
+
+	if (level == KILN_LOG_ERROR) {
+		snprintf(lg->last, sizeof(lg->last), "%s", msg);
+		lg->have_last = true;
+		if (lg->quiet_errors)
+			return;
+	}
+	if (level <= lg->max_level)
+		cli_error(lg->image, "%s", msg);
+}
+
+int cli_open_image(struct kiln_image **img, const char *path,
+		   struct cli_log *lg)
+{
+	struct kiln_image_opts opts = {
+		.struct_size = sizeof(opts),
+		.log = cli_log_fn,
+		.log_ctx = lg,
+	};
+	int err;
+
+	lg->have_last = false;
+	err = kiln_image_open(img, path, &opts);
+	if (err) {
+		/* a corrupt superblock was already described by the log */
+		if (!(err == -KILN_ECORRUPT && lg->have_last &&
+		      !lg->quiet_errors))
+			cli_error(path, "cannot open image: %s",
+				  kiln_strerror(err));
+		else
+			cli_error(path, "cannot open image");
+	}
+	return err;
+}
+
+const char *cli_human_size(uint64_t bytes, char *buf, size_t cap)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB",
+					     "PiB", "EiB" };
+	double v = (double)bytes;
+	size_t u = 0;
+
+	if (bytes < 1024) {
+		snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+		return buf;
+	}
+	v /= 1024;
+	while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, cap, "%.1f %s", v, units[u]);
+	return buf;
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The FUSE front end: libfuse3 low-level request handlers serving one
+ * read-only EROFS image, and the state they share.
+ */
+#ifndef KILN_FUSE_OPS_H
+#define KILN_FUSE_OPS_H
+
+#define FUSE_USE_VERSION 312
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include <fuse_lowlevel.h>
+#include <kiln/image.h>
+
+/*
+ * Inode numbers. FUSE reserves 1 (FUSE_ROOT_ID) for the root and 0 for
+ * "none", while EROFS nids start at 0 and the root has an arbitrary nid.
+ * So the root is 1 and every other inode is its nid + 2: a bijection that
+ * never yields 0 or 1. st_ino and d_ino report the same number, so hard
+ * links share it as they share a nid.
+ */
+#define KILN_FUSE_INO_BIAS 2
+
+/* Largest read the kernel sends us (max_pages x 4 KiB); buffers start here. */
+#define KILN_FUSE_MAX_IO (1024u * 1024u)
+
+/* Attribute, entry and negative-entry validity: the image never changes. */
+#define KILN_FUSE_TIMEOUT 86400.0
+
+struct kiln_fuse_fs {
+	struct kiln_image *img;
+	kiln_nid_t root_nid;
+	const char *image_name;	/* for log lines */
+	bool debug;		/* also pass the library's own log lines on */
+	atomic_bool to_syslog;	/* set once the daemon has left the terminal */
+	atomic_bool serving;	/* the image is open and mounted */
+	atomic_uint errors_logged;
+	atomic_uint open_files;	/* handles the kernel has not released */
+	pthread_key_t buf_key;	/* per-thread struct kiln_fuse_buf */
+};
+
+/*
+ * Prepare @fs for @image_name (the image is attached later with
+ * kiln_fuse_fs_attach()). Returns 0 or a negative errno.
+ */
+int kiln_fuse_fs_init(struct kiln_fuse_fs *fs, const char *image_name,
+		      bool debug);
+void kiln_fuse_fs_attach(struct kiln_fuse_fs *fs, struct kiln_image *img);
+/* Release what init allocated; the image stays the caller's. */
+void kiln_fuse_fs_release(struct kiln_fuse_fs *fs);
+
+/* Library log callback for struct kiln_image_opts (ctx: the kiln_fuse_fs). */
+void kiln_fuse_lib_log(void *ctx, enum kiln_log_level level, const char *msg);
+
+/* One line to stderr, or to syslog once the daemon is detached. */
+void kiln_fuse_log(struct kiln_fuse_fs *fs, int priority, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The request handlers; userdata is the struct kiln_fuse_fs. */
+extern const struct fuse_lowlevel_ops kiln_fuse_ops;
+
+#endif
