@@ -66,7 +66,8 @@ best_of() {
 {
 	echo "# kiln build benchmark, $STAMP, best of $RUNS, $(nproc) cores"
 	echo "# kiln: $KILN ($("$KILN" --version 2>/dev/null))"
-	have mkfs.erofs && echo "# $(mkfs.erofs --help 2>&1 | head -n1)"
+	have mkfs.erofs && echo "# $(mkfs.erofs 2>&1 | grep -m1 -E '^mkfs.erofs [0-9]')"
+	echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 	have mksquashfs && echo "# $(mksquashfs -version 2>&1 | head -n1)"
 } | tee "$TXT"
 echo "corpus,files,input_bytes,tool,seconds,image_bytes" > "$CSV"

@@ -10,7 +10,8 @@
 #   rand1  fio random 4 KiB reads of that file, 1 job
 #   rand4  the same with 4 jobs
 # fio: --readonly --direct=0 --ioengine=psync, at most $RUNTIME s a job.
-# The machine may be shared: tar runs $REPEAT times and the best is kept.
+# Each measurement mounts afresh and drops caches first. The machine may be
+# shared: tar runs $REPEAT times and the best is kept.
 # Usage: bench/fuse.sh [--quick] [--only plain|lz4hc] [--repeat N]
 #        (root: mounts, drop_caches)
 set -u
@@ -115,25 +116,36 @@ do_mount() {
 
 do_umount() {
 	umount "$MNT" 2>/dev/null || fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
-	# let a FUSE server exit before the next one mounts
+	# let a FUSE server exit (and unmap its image) before the next mount
 	for _ in $(seq 100); do mountpoint -q "$MNT" || break; sleep 0.05; done
+	sleep 0.5
 }
 
-tar_cold() { # best of $REPEAT cold runs
+# Every measurement starts with a fresh mount and dropped caches. A fresh
+# mount matters: a server that maps its image keeps the pages it touched
+# resident (drop_caches skips mapped pages) until it exits.
+# measure SYSTEM MODE WORKLOAD: prints seconds (tar), MiB/s (seq) or IOPS.
+measure() {
+	local sys=$1 m=$2 w=$3 v
+	do_mount "$sys" "$m" || { echo nan; return 1; }
+	drop_caches
+	case $w in
+	tar)   v=$(time_cmd sh -c "cd '$MNT' && tar -cf - . | cat > /dev/null") ;;
+	seq)   v=$(fio_run "seq-$sys-$m" "$MNT/big.bin" --ioengine=psync --runtime=$RUNTIME --rw=read --bs=128k --numjobs=1 | awk '{print $2}') ;;
+	rand1) v=$(fio_run "rand1-$sys-$m" "$MNT/big.bin" --ioengine=psync --runtime=$RUNTIME --rw=randread --bs=4k --numjobs=1 --time_based --norandommap --randrepeat=1 | awk '{print $1}') ;;
+	rand4) v=$(fio_run "rand4-$sys-$m" "$MNT/big.bin" --ioengine=psync --runtime=$RUNTIME --rw=randread --bs=4k --numjobs=4 --time_based --norandommap --randrepeat=1 | awk '{print $1}') ;;
+	esac
+	do_umount
+	echo "$v"
+}
+
+tar_best() { # best of $REPEAT cold runs
 	local best="" t
 	for _ in $(seq "$REPEAT"); do
-		drop_caches
-		t=$(time_cmd sh -c "cd '$MNT' && tar -cf - . | cat > /dev/null")
+		t=$(measure "$1" "$2" tar)
 		best=$(awk -v a="$t" -v b="$best" 'BEGIN { print (b == "" || a + 0 < b + 0) ? a : b }')
 	done
 	echo "$best"
-}
-
-fio_cold() { # NAME ARGS...
-	local name=$1
-	shift
-	drop_caches
-	fio_run "$name" "$MNT/big.bin" --ioengine=psync --runtime=$RUNTIME "$@"
 }
 
 SYSTEMS="kernel kiln kiln-own erofsfuse squashfuse_ll"
@@ -148,12 +160,12 @@ run_mode() { # $1 = plain | lz4hc
 			echo "-- $sys: not available (missing tool or image)"
 			continue
 		fi
-		echo "-- $sys ($m)"
-		R[$m,$sys,tar]=$(tar_cold)
-		R[$m,$sys,seq]=$(fio_cold "seq-$sys-$m" --rw=read --bs=128k --numjobs=1 | awk '{print $2}')
-		R[$m,$sys,rand1]=$(fio_cold "rand1-$sys-$m" --rw=randread --bs=4k --numjobs=1 --time_based --norandommap --randrepeat=1 | awk '{print $1}')
-		R[$m,$sys,rand4]=$(fio_cold "rand4-$sys-$m" --rw=randread --bs=4k --numjobs=4 --time_based --norandommap --randrepeat=1 | awk '{print $1}')
 		do_umount
+		echo "-- $sys ($m)"
+		R[$m,$sys,tar]=$(tar_best "$sys" "$m")
+		R[$m,$sys,seq]=$(measure "$sys" "$m" seq)
+		R[$m,$sys,rand1]=$(measure "$sys" "$m" rand1)
+		R[$m,$sys,rand4]=$(measure "$sys" "$m" rand4)
 	done
 }
 

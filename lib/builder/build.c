@@ -27,6 +27,8 @@ static int build_setup(struct kiln_build *b, const char *source,
 	b->opts.struct_size = sizeof(b->opts);
 	b->lg.fn = b->opts.log;
 	b->lg.ctx = b->opts.log_ctx;
+	kiln_xattr_table_init(&b->xt);
+	kiln_progress_init(&b->progress, b->opts.progress, b->opts.progress_ctx);
 	b->source = source;
 	b->image = image;
 	b->blkszbits = b->opts.blkszbits ? b->opts.blkszbits : 12;
@@ -55,7 +57,6 @@ static int build_setup(struct kiln_build *b, const char *source,
 			    EROFS_FEATURE_COMPAT_MTIME;
 	if (!(b->opts.flags & KILN_BUILD_NO_XATTR_FILTER))
 		b->feature_compat |= EROFS_FEATURE_COMPAT_XATTR_FILTER;
-	kiln_xattr_table_init(&b->xt);
 	return 0;
 }
 
@@ -97,6 +98,7 @@ static void build_release(struct kiln_build *b)
 		kiln_zctx_free(b->zctx);
 	}
 	kiln_tree_free(b);
+	kiln_progress_release(&b->progress);
 	kiln_xattr_table_release(&b->xt);
 	free(b->tails);
 	free(b->iobuf);
@@ -152,6 +154,10 @@ KILN_API int kiln_build(const char *source, const char *image,
 		err = kiln_out_commit(out, b->image_blocks << b->blkszbits);
 	}
 	if (!err) {
+		kiln_progress_add_out(&b->progress,
+				      b->image_blocks << b->blkszbits);
+		kiln_progress_end(&b->progress);
+		b->stats.peak_rss = kiln_peak_rss();
 		b->stats.image_bytes = b->image_blocks << b->blkszbits;
 		b->stats.shared_xattrs = b->xt.nr_shared;
 		b->stats.seconds = elapsed(&t0);

@@ -51,6 +51,33 @@ const uint8_t *kiln_data_tail(const struct kiln_build *b,
 	return b->tails + n->tail_off;
 }
 
+/* Core and inline xattr sizes: fixed once the inode's size is known. */
+static int shape_inode(struct kiln_build *b, struct kiln_node *n)
+{
+	char path[KILN_PATH_BUF];
+
+	n->extended = !kiln_inode_fits_compact(n, b->epoch, b->fixed_nsec);
+	if (!kiln_xattr_ibody_size(n->xattrs, n->nr_xattrs, &n->xattr_size))
+		return 0;
+	kiln_log(&b->lg, KILN_LOG_ERROR, "%s: xattrs too large for one inode",
+		 kiln_node_path(b, n, path, sizeof(path)));
+	return -E2BIG;
+}
+
+/*
+ * Whether a @tail-byte inline tail can follow @n's metadata somewhere.
+ * Inodes start on 32-byte slots, so the metadata ends at best
+ * (core + xattrs) mod 32 bytes into a block, and the tail must not
+ * cross into the next block.
+ */
+static bool tail_fits_inline(const struct kiln_build *b,
+			     const struct kiln_node *n, uint32_t tail)
+{
+	uint32_t hdr = kiln_inode_core_size(n) + n->xattr_size;
+
+	return hdr % EROFS_ISLOT_SIZE + tail <= b->blksz;
+}
+
 /*
  * pread exactly @len bytes at @off; a short read means the file shrank
  * since it was scanned.
@@ -142,16 +169,19 @@ static int write_flat(struct kiln_build *b, struct kiln_node *n,
 	int err;
 
 	n->startblk = 0;
+	if (tail && !tail_fits_inline(b, n, tail)) {
+		full++;		/* the tail gets a block of its own */
+		tail = 0;
+	}
 	if (full) {
 		err = kiln_out_reserve(b->out, full, &n->startblk);
 		if (!err)
-			err = copy_range(src, 0, full << b->blkszbits,
-					 n->startblk);
+			err = copy_range(src, 0, n->size - tail, n->startblk);
 		if (err)
 			return err;
 	}
 	n->datalayout = tail ? EROFS_INODE_FLAT_INLINE : EROFS_INODE_FLAT_PLAIN;
-	return tail ? tail_store(b, n, src, full << b->blkszbits, tail) : 0;
+	return tail ? tail_store(b, n, src, n->size - tail, tail) : 0;
 }
 
 /* Data extents by SEEK_DATA/SEEK_HOLE; *@nr = 0 for an all-hole file. */
@@ -272,6 +302,24 @@ static int write_chunked(struct kiln_build *b, struct kiln_node *n,
 	return 0;
 }
 
+/*
+ * Whether a compressed file's map with its inline tail fits after the
+ * metadata at some slot (layout places it later; if no slot can work, the
+ * tail must leave the inode now, while the data area is still open).
+ */
+static bool zmap_placeable(const struct kiln_build *b,
+			   const struct kiln_node *n)
+{
+	uint64_t base = 256ull << b->blkszbits;	/* any block boundary */
+	uint32_t hdr = kiln_inode_core_size(n) + n->xattr_size;
+	size_t len;
+
+	for (uint32_t pos = 0; pos < b->blksz; pos += EROFS_ISLOT_SIZE)
+		if (!kiln_zfile_map_size(n->zf, base + pos + hdr, &len))
+			return true;
+	return false;
+}
+
 static int write_regular(struct kiln_build *b, struct kiln_node *n)
 {
 	char path[KILN_PATH_BUF];
@@ -310,6 +358,9 @@ static int write_regular(struct kiln_build *b, struct kiln_node *n)
 	if (b->zctx) {
 		err = kiln_zfile_write(b->zctx, b->out, src_read_cb, &src,
 				       n->size, &n->zf);
+		if (!err && kiln_zfile_has_inline(n->zf) &&
+		    !zmap_placeable(b, n))
+			err = kiln_zfile_drop_inline(n->zf, b->out);
 		if (err <= 0) {
 			if (!err)
 				n->datalayout = (uint8_t)kiln_zfile_datalayout(n->zf);
@@ -343,16 +394,17 @@ out:
 /* Symlink targets longer than a block keep their full blocks here. */
 static int write_symlink(struct kiln_build *b, struct kiln_node *n)
 {
-	uint64_t full = n->size >> b->blkszbits;
+	uint64_t stored;
 
 	n->tail_len = (uint32_t)(n->size & (b->blksz - 1));
+	if (!tail_fits_inline(b, n, n->tail_len))
+		n->tail_len = 0;
 	n->datalayout = n->tail_len ? EROFS_INODE_FLAT_INLINE
 				    : EROFS_INODE_FLAT_PLAIN;
 	n->startblk = 0;
-	if (!full)
-		return 0;
-	return kiln_out_append(b->out, n->target, full << b->blkszbits,
-			       &n->startblk);
+	stored = n->size - n->tail_len;
+	return stored ? kiln_out_append(b->out, n->target, stored, &n->startblk)
+		      : 0;
 }
 
 /* Directories: size from the names; full blocks reserved, filled later. */
@@ -367,8 +419,15 @@ static int reserve_dir(struct kiln_build *b, struct kiln_node *n)
 		return err;
 	n->size = kiln_dir_size(ents, nr, b->blksz);
 	free(ents);
+	err = shape_inode(b, n);
+	if (err)
+		return err;
 	full = n->size >> b->blkszbits;
 	n->tail_len = (uint32_t)(n->size & (b->blksz - 1));
+	if (n->tail_len && !tail_fits_inline(b, n, n->tail_len)) {
+		full++;		/* the last block goes to the data area */
+		n->tail_len = 0;
+	}
 	n->datalayout = n->tail_len ? EROFS_INODE_FLAT_INLINE
 				    : EROFS_INODE_FLAT_PLAIN;
 	n->startblk = 0;
@@ -379,6 +438,8 @@ int kiln_data_write_all(struct kiln_build *b)
 {
 	int err = 0;
 
+	/* inline xattr sizes depend on which xattrs are shared */
+	kiln_xattr_assign_shared(&b->xt, b->shared_xattr_min);
 	b->iobuf_size = KILN_IOBUF_SIZE;
 	b->iobuf = malloc(b->iobuf_size + b->blksz);
 	if (!b->iobuf)
@@ -387,6 +448,10 @@ int kiln_data_write_all(struct kiln_build *b)
 		struct kiln_node *n = b->nodes[i];
 
 		n->datalayout = EROFS_INODE_FLAT_PLAIN;
+		if (!S_ISDIR(n->mode))
+			err = shape_inode(b, n);
+		if (err)
+			break;
 		switch (n->mode & S_IFMT) {
 		case S_IFREG:
 			err = write_regular(b, n);
@@ -400,6 +465,9 @@ int kiln_data_write_all(struct kiln_build *b)
 		default:
 			break;
 		}
+		if (S_ISREG(n->mode))
+			kiln_progress_add_done(&b->progress, 1, n->size);
+		kiln_progress_tick(&b->progress);
 	}
 	return err;
 }

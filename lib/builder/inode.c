@@ -58,15 +58,13 @@ static uint32_t inode_iu(const struct kiln_node *n)
 	return (uint32_t)n->startblk;
 }
 
-void kiln_inode_encode_core(const struct kiln_node *n, int64_t epoch,
-			    void *dst)
+void kiln_inode_encode_core(const struct kiln_node *n, void *dst)
 {
 	uint16_t format = (uint16_t)(n->datalayout << EROFS_I_DATALAYOUT_SHIFT);
 	uint16_t icount = n->xattr_size ? (uint16_t)((n->xattr_size - 12) / 4 + 1)
 					: 0;
 	uint8_t *p = dst;
 
-	(void)epoch;
 	if (n->extended) {
 		memset(p, 0, sizeof(struct erofs_inode_extended));
 		kiln_put_le16(p + 0, format | EROFS_INODE_LAYOUT_EXTENDED);

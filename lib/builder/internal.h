@@ -13,6 +13,7 @@
 
 #include <kiln/builder.h>
 
+#include "builder/progress.h"
 #include "builder/zfile.h"
 #include "util/log.h"
 
@@ -130,6 +131,7 @@ struct kiln_build {
 	uint64_t image_blocks;
 
 	struct kiln_build_stats stats;
+	struct kiln_progress progress;
 };
 
 /* scan.c */
@@ -176,8 +178,7 @@ bool kiln_inode_fits_compact(const struct kiln_node *n, int64_t epoch,
 			     uint32_t fixed_nsec);
 unsigned int kiln_inode_core_size(const struct kiln_node *n);
 /* Encode the core (32 or 64 bytes) of @n into @dst. */
-void kiln_inode_encode_core(const struct kiln_node *n, int64_t epoch,
-			    void *dst);
+void kiln_inode_encode_core(const struct kiln_node *n, void *dst);
 uint8_t kiln_inode_ftype(uint32_t mode);
 uint32_t kiln_inode_encode_rdev(dev_t rdev);
 

@@ -116,8 +116,17 @@ static bool first_fit_from(const struct placer *p, const struct kiln_node *n,
 			return true;
 		}
 		next = pos + EROFS_ISLOT_SIZE;
+		/*
+		 * A compressed file's inline pcluster follows its index, not
+		 * the core: the jump below would keep it where it failed.
+		 * Slot by slot, its end passes every 32-byte offset of a
+		 * block, so it fits within one block.
+		 */
 		if (!n->zf && n->datalayout == EROFS_INODE_FLAT_INLINE) {
-			/* jump so that the metadata ends at a block start */
+			/*
+			 * Later slots of this block end the metadata later
+			 * still: jump to where it ends at a block start.
+			 */
 			uint64_t hdr = meta_hdr_size(n);
 			uint64_t e = kiln_round_up(pos + hdr + 1, blksz);
 
@@ -185,7 +194,6 @@ int kiln_layout_assign_nids(struct kiln_build *b)
 	uint64_t base;
 	int err;
 
-	kiln_xattr_assign_shared(&b->xt, b->shared_xattr_min);
 	/* nid 0 would be st_ino 0, which tools take for a deleted entry */
 	b->meta_blkaddr = data_end - 1;
 	base = (uint64_t)b->meta_blkaddr << b->blkszbits;
@@ -194,17 +202,11 @@ int kiln_layout_assign_nids(struct kiln_build *b)
 		struct kiln_node *n = b->nodes[i];
 		char path[KILN_PATH_BUF];
 
-		n->extended = !kiln_inode_fits_compact(n, b->epoch, b->fixed_nsec);
-		err = kiln_xattr_ibody_size(n->xattrs, n->nr_xattrs,
-					    &n->xattr_size);
-		if (!err)
-			err = place(&p, n);
+		err = place(&p, n);
 		if (err) {
 			kiln_log(&b->lg, KILN_LOG_ERROR,
-				 "%s: cannot place inode: %s",
-				 kiln_node_path(b, n, path, sizeof(path)),
-				 err == -E2BIG ? "too many xattrs"
-					       : "metadata does not fit");
+				 "%s: cannot place inode metadata",
+				 kiln_node_path(b, n, path, sizeof(path)));
 			return err;
 		}
 		n->nid = (n->inode_off - base) >> EROFS_ISLOT_BITS;
@@ -293,7 +295,8 @@ static int dir_emit(void *ctx, uint64_t blk, const void *data, size_t len)
 	struct kiln_build *b = de->b;
 	uint64_t full = de->n->size >> b->blkszbits;
 
-	if (blk < full)
+	/* @data is a zero-filled block even when @len is shorter */
+	if (blk < full || de->n->datalayout == EROFS_INODE_FLAT_PLAIN)
 		return kiln_out_pwrite(b->out, data, b->blksz,
 				       (de->n->startblk + blk) << b->blkszbits);
 	memcpy(de->tail, data, len);
@@ -340,7 +343,7 @@ static int write_inode(struct kiln_build *b, struct kiln_node *n,
 	p = win_get(w, n->inode_off, (size_t)len, low);
 	if (!p)
 		return -ENOMEM;
-	kiln_inode_encode_core(n, b->epoch, p);
+	kiln_inode_encode_core(n, p);
 	if (n->xattr_size)
 		kiln_xattr_encode_ibody(n->xattrs, n->nr_xattrs,
 					!(b->opts.flags & KILN_BUILD_NO_XATTR_FILTER),

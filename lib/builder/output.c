@@ -179,6 +179,24 @@ int kiln_out_pwrite(struct kiln_out *out, const void *buf, size_t len,
 	return 0;
 }
 
+int kiln_out_pread(struct kiln_out *out, void *buf, size_t len, uint64_t off)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = pread(out->fd, p, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return out_fail(out, n < 0 ? errno : EIO, "read back failed");
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 int kiln_out_append(struct kiln_out *out, const void *buf, size_t len,
 		    kiln_blk_t *blk)
 {

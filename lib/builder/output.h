@@ -48,6 +48,12 @@ int kiln_out_pwrite(struct kiln_out *out, const void *buf, size_t len,
 		    uint64_t off);
 
 /*
+ * Read back @len bytes at byte @off of what was written (dedupe compares
+ * candidates byte for byte). 0, or -EIO when short.
+ */
+int kiln_out_pread(struct kiln_out *out, void *buf, size_t len, uint64_t off);
+
+/*
  * Append @len bytes as new blocks (the last one zero padded): reserve and
  * write in one step; *@blk is the first block.
  */

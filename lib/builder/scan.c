@@ -168,21 +168,24 @@ uint32_t kiln_inode_encode_rdev(dev_t rdev)
 	return (min & 0xFF) | (maj << 8) | ((min & ~0xFFu) << 12);
 }
 
-/* Read the xattrs of @path into @n. */
-static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path)
+/* Read the xattrs of @path into @n (of its target with @follow: the root). */
+static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path,
+		       bool follow)
 {
 	ssize_t len;
 	int err;
 
 	for (;;) {
-		len = llistxattr(path, s->xnames, s->xnames_cap);
+		len = follow ? listxattr(path, s->xnames, s->xnames_cap)
+			     : llistxattr(path, s->xnames, s->xnames_cap);
 		if (len >= 0)
 			break;
 		if (errno == ENOTSUP || errno == ENOSYS)
 			return 0;
 		if (errno != ERANGE)
 			return scan_error(s, path, errno, "cannot list xattrs");
-		len = llistxattr(path, NULL, 0);
+		len = follow ? listxattr(path, NULL, 0)
+			     : llistxattr(path, NULL, 0);
 		if (len < 0)
 			return scan_error(s, path, errno, "cannot list xattrs");
 		free(s->xnames);
@@ -207,7 +210,8 @@ static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path)
 		if (strlen(suffix) > EROFS_NAME_LEN)
 			return scan_fail(s, path, ENAMETOOLONG,
 					 "xattr name longer than 255 bytes after its prefix");
-		vlen = lgetxattr(path, name, s->xvalue, 65536);
+		vlen = follow ? getxattr(path, name, s->xvalue, 65536)
+			      : lgetxattr(path, name, s->xvalue, 65536);
 		if (vlen < 0) {
 			if (errno == ENODATA)	/* removed meanwhile */
 				continue;
@@ -267,6 +271,7 @@ static int scan_node(struct scan *s, struct kiln_node *n, int dirfd,
 		if ((uint64_t)st->st_blocks * 512 < n->size)
 			n->flags |= KILN_NODE_SPARSE;
 		s->b->stats.regular_files++;
+		kiln_progress_add_total(&s->b->progress, 1, n->size);
 		break;
 	case S_IFDIR:
 		n->nlink = 2;
@@ -300,7 +305,7 @@ static int scan_node(struct scan *s, struct kiln_node *n, int dirfd,
 		return scan_fail(s, path, EOPNOTSUPP, "unsupported file type");
 	}
 	if (!(o->flags & KILN_BUILD_NO_XATTRS)) {
-		err = scan_xattrs(s, n, path);
+		err = scan_xattrs(s, n, path, !n->parent);
 		if (err)
 			return err;
 	}
@@ -316,13 +321,6 @@ static bool excluded(const struct kiln_build_opts *o, const char *rel,
 		    !fnmatch(o->excludes[i], name, 0))
 			return true;
 	return false;
-}
-
-static int cmp_dentry_name(const void *a, const void *b)
-{
-	const struct kiln_dentry *x = a, *y = b;
-
-	return kiln_dir_namecmp(x->name, x->name_len, y->name, y->name_len);
 }
 
 /* Read the names of directory @fd (excluding "." and ".."), sorted. */
@@ -387,8 +385,7 @@ static int read_names(struct scan *s, struct kiln_node *dir, int fd,
 	}
 	closedir(d);
 	if (!err && dir->nr_children)
-		qsort(dir->children, dir->nr_children, sizeof(*dir->children),
-		      cmp_dentry_name);
+		kiln_dir_sort(dir->children, dir->nr_children);
 	return err;
 }
 
@@ -412,7 +409,9 @@ static int scan_dir(struct scan *s, struct kiln_node *dir)
 	rel = path + KILN_MIN(srclen, strlen(path));
 	while (*rel == '/')
 		rel++;
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* the source itself may be a symlink to a directory; nothing below */
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+			(dir->parent ? O_NOFOLLOW : 0));
 	if (fd < 0)
 		return scan_error(s, path, errno, "cannot open directory");
 	err = read_names(s, dir, fd, path, rel);

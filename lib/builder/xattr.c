@@ -250,12 +250,8 @@ void kiln_xattr_encode_ibody(struct kiln_xattr_item *const *items, size_t n,
 	size_t nshared = 0;
 
 	memset(dst, 0, size);
-	for (size_t i = 0; i < n; i++) {
-		size_t before = nshared;
-
-		(void)stored_shared(items[i], &before);
-		nshared = before;
-	}
+	for (size_t i = 0; i < n; i++)
+		stored_shared(items[i], &nshared);
 	kiln_put_le32(p, filter ? kiln_xattr_filter(items, n) : 0);
 	p[4] = (uint8_t)nshared;
 	ids = p + sizeof(struct erofs_xattr_ibody_header);

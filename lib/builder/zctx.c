@@ -8,13 +8,18 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "builder/zdedupe.h"
 #include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 #include "util/endian.h"
+#include "util/wspool.h"
 
 #define EXTENT_DEFAULT_SIZE	(64u * 1024)
+/* Bound on all compress workspaces together (one always exists). */
+#define ZWS_MEM_LIMIT		((size_t)1 << 30)
 /*
  * Input offered to one classic pcluster: enough for very compressible
  * data to fill it, small enough that a search over prefixes stays cheap.
@@ -63,6 +68,8 @@ static int check_sizes(struct kiln_zctx *zc, uint32_t pcluster_size)
 	return 0;
 }
 
+static int zctx_pool_new(struct kiln_zctx *zc);
+
 int kiln_zctx_new(const struct kiln_build_opts *opts, unsigned int blkszbits,
 		  const struct kiln_logger *lg, struct kiln_zctx **out)
 {
@@ -109,14 +116,28 @@ int kiln_zctx_new(const struct kiln_build_opts *opts, unsigned int blkszbits,
 			 "ztailpacking applies to the classic layout only; ignored");
 		zc->flags &= ~(unsigned int)KILN_COMPRESS_ZTAILPACKING;
 	}
-	if (zc->flags & (KILN_COMPRESS_FRAGMENTS | KILN_COMPRESS_DEDUPE)) {
+	if (zc->flags & KILN_COMPRESS_FRAGMENTS) {
 		kiln_log(&zc->lg, KILN_LOG_ERROR,
-			 "fragments and dedupe are not supported yet");
+			 "fragments are not supported yet");
 		free(zc);
 		return -EOPNOTSUPP;
 	}
+	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS &&
+	    (zc->flags & KILN_COMPRESS_DEDUPE)) {
+		kiln_log(&zc->lg, KILN_LOG_WARN,
+			 "dedupe applies to the classic layout only; ignored");
+		zc->flags &= ~(unsigned int)KILN_COMPRESS_DEDUPE;
+	}
+	if (zc->flags & KILN_COMPRESS_DEDUPE) {
+		err = kiln_zdedupe_new(&zc->dd);
+		if (err) {
+			free(zc);
+			return err;
+		}
+	}
 	err = check_sizes(zc, opts->pcluster_size);
 	if (err) {
+		kiln_zdedupe_free(zc->dd);
 		free(zc);
 		return err;
 	}
@@ -136,69 +157,70 @@ int kiln_zctx_new(const struct kiln_build_opts *opts, unsigned int blkszbits,
 		KILN_MIN(zc->pcluster_size + kiln_zctx_blksz(zc),
 			 Z_EROFS_PCLUSTER_MAX_SIZE) : zc->pcluster_size;
 	pthread_mutex_init(&zc->lock, NULL);
+	err = zctx_pool_new(zc);
+	if (err) {
+		kiln_log(&zc->lg, KILN_LOG_ERROR,
+			 "%s: cannot set up compression workspaces: %s",
+			 zc->ops->name, kiln_strerror(err));
+		kiln_zctx_free(zc);
+		return err;
+	}
 	*out = zc;
 	return 0;
 }
 
 void kiln_zctx_free(struct kiln_zctx *zc)
 {
-	struct kiln_zws *ws, *next;
-
 	if (!zc)
 		return;
-	for (ws = zc->free_ws; ws; ws = next) {
-		next = ws->next;
-		kiln_codec_cws_fini(zc->ops, ws->cws);
-		free(ws->cws);
-		free(ws);
-	}
+	kiln_wspool_free(zc->pool);
+	kiln_zdedupe_free(zc->dd);
 	pthread_mutex_destroy(&zc->lock);
 	free(zc);
 }
 
-/*
- * A compress workspace for the calling thread. Workspaces are made on
- * first demand and kept: at most one per thread compressing at a time.
- */
-int kiln_zctx_get_ws(struct kiln_zctx *zc, struct kiln_zws **out)
+static int zws_init(void *ctx, void *ws, size_t ws_size)
 {
-	struct kiln_zws *ws;
-	int err;
+	const struct kiln_zctx *zc = ctx;
 
-	pthread_mutex_lock(&zc->lock);
-	ws = zc->free_ws;
-	if (ws)
-		zc->free_ws = ws->next;
-	pthread_mutex_unlock(&zc->lock);
-	if (ws) {
-		*out = ws;
-		return 0;
-	}
-	ws = calloc(1, sizeof(*ws));
-	if (!ws)
-		return -ENOMEM;
-	ws->cws_size = zc->ops->compress_wsize(zc->params.level, zc->max_in);
-	ws->cws = malloc(ws->cws_size ? ws->cws_size : 1);
-	if (!ws->cws) {
-		free(ws);
-		return -ENOMEM;
-	}
-	err = kiln_codec_cws_init(zc->ops, ws->cws, ws->cws_size, &zc->params);
-	if (err) {
-		free(ws->cws);
-		free(ws);
-		return err;
-	}
-	*out = ws;
-	return 0;
+	return kiln_codec_cws_init(zc->ops, ws, ws_size, &zc->params);
 }
 
-void kiln_zctx_put_ws(struct kiln_zctx *zc, struct kiln_zws *ws)
+static void zws_fini(void *ctx, void *ws)
 {
-	pthread_mutex_lock(&zc->lock);
-	ws->next = zc->free_ws;
-	zc->free_ws = ws;
-	pthread_mutex_unlock(&zc->lock);
+	const struct kiln_zctx *zc = ctx;
+
+	kiln_codec_cws_fini(zc->ops, ws);
+}
+
+/*
+ * Compress workspaces: one made now, more on demand up to one per CPU and
+ * ZWS_MEM_LIMIT bytes; beyond that compressing threads wait for one.
+ */
+static int zctx_pool_new(struct kiln_zctx *zc)
+{
+	struct kiln_wspool_opts po = { 0 };
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	po.ws_size = zc->ops->compress_wsize(zc->params.level, zc->max_in);
+	if (!po.ws_size)
+		po.ws_size = 64;
+	po.mem_limit = ZWS_MEM_LIMIT;
+	po.max_count = cpus > 0 ? (unsigned int)cpus : 1;
+	po.init = zws_init;
+	po.fini = zws_fini;
+	po.ctx = zc;
+	return kiln_wspool_new(&po, &zc->pool);
+}
+
+void *kiln_zctx_get_ws(struct kiln_zctx *zc)
+{
+	return kiln_wspool_get(zc->pool);
+}
+
+void kiln_zctx_put_ws(struct kiln_zctx *zc, void *ws)
+{
+	kiln_wspool_put(zc->pool, ws);
 }
 
 /* Record the features @zf's map and pclusters need. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "builder/output.h"
+#include "builder/zdedupe.h"
 #include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
@@ -27,10 +28,115 @@ int kiln_zfile_add(struct kiln_zfile *zf, const struct kiln_zext *e)
 	return 0;
 }
 
+int kiln_zfile_compress(struct kiln_zctx *zc, kiln_src_read_fn read,
+			void *read_ctx, uint64_t size, struct kiln_zfile **zf)
+{
+	return kiln_zfile_write(zc, NULL, read, read_ctx, size, zf);
+}
+
+size_t kiln_zfile_held_bytes(const struct kiln_zfile *zf)
+{
+	return zf->held_len;
+}
+
+static bool has_pcluster(const struct kiln_zext *e)
+{
+	return !(e->flags & (KILN_ZEXT_INLINE | KILN_ZEXT_FRAGMENT |
+			     KILN_ZEXT_HOLE | KILN_ZEXT_SHARED));
+}
+
+/*
+ * Commit with dedupe: pclusters already in the image are referenced, the
+ * others appended (in order) and remembered. Classic layout only, where
+ * pclusters are whole blocks and may move freely.
+ */
+static int commit_dedupe(struct kiln_zfile *zf, struct kiln_out *out)
+{
+	const uint32_t bs = 1u << zf->blkszbits;
+	struct kiln_zdedupe *dd = zf->zc->dd;
+	uint8_t *buf = malloc(zf->held_len ? zf->held_len : 1);
+	uint64_t len = 0, base = 0, blocks = 0;
+	kiln_blk_t blk;
+	int err = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (size_t i = 0; i < zf->nr_ext && !err; i++) {
+		struct kiln_zext *e = &zf->ext[i];
+		const uint8_t *pc = zf->held + e->pstart;
+		uint64_t addr;
+
+		if (!has_pcluster(e))
+			continue;
+		blocks += e->plen / bs;
+		err = kiln_zdedupe_find(dd, out, pc, e->plen, e->llen, e->fmt,
+					&addr);
+		if (err > 0) {
+			e->pstart = addr;
+			e->flags |= KILN_ZEXT_SHARED;
+			err = 0;
+			continue;
+		}
+		memcpy(buf + len, pc, e->plen);
+		e->pstart = len;
+		len += e->plen;
+	}
+	if (!err && len) {
+		err = kiln_out_append(out, buf, (size_t)len, &blk);
+		base = (uint64_t)blk * bs;
+	}
+	for (size_t i = 0; i < zf->nr_ext && !err; i++) {
+		struct kiln_zext *e = &zf->ext[i];
+
+		if (!has_pcluster(e))
+			continue;
+		err = kiln_zdedupe_add(dd, buf + e->pstart, e->plen, e->llen,
+				       e->fmt, e->pstart + base);
+		e->pstart += base;
+	}
+	free(buf);
+	if (err)
+		return err;
+	free(zf->held);
+	zf->held = NULL;
+	zf->held_len = 0;
+	zf->blocks = blocks;
+	kiln_zindex_choose(zf);
+	return 0;
+}
+
+int kiln_zfile_commit(struct kiln_zfile *zf, struct kiln_out *out)
+{
+	const uint32_t bs = 1u << zf->blkszbits;
+	kiln_blk_t blk;
+	uint64_t base;
+	int err;
+
+	if (!zf->held)
+		return 0;
+	if (zf->zc->dd)
+		return commit_dedupe(zf, out);
+	err = kiln_out_append(out, zf->held, zf->held_len, &blk);
+	if (err)
+		return err;
+	base = (uint64_t)blk * bs;
+	for (size_t i = 0; i < zf->nr_ext; i++) {
+		struct kiln_zext *e = &zf->ext[i];
+
+		if (!(e->flags & (KILN_ZEXT_INLINE | KILN_ZEXT_FRAGMENT)))
+			e->pstart += base;
+	}
+	free(zf->held);
+	zf->held = NULL;
+	zf->held_len = 0;
+	return 0;
+}
+
 int kiln_zfile_write(struct kiln_zctx *zc, struct kiln_out *out,
 		     kiln_src_read_fn read, void *read_ctx, uint64_t size,
 		     struct kiln_zfile **out_zf)
 {
+	struct kiln_out *pack_out;
 	struct kiln_zfile *zf;
 	int err;
 
@@ -43,15 +149,19 @@ int kiln_zfile_write(struct kiln_zctx *zc, struct kiln_out *out,
 	zf->size = size;
 	zf->blkszbits = zc->blkszbits;
 	zf->zc = zc;
+	/* dedupe decides where pclusters go at commit time, in commit order */
+	pack_out = zc->dd ? NULL : out;
 	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS)
-		err = kiln_zpack_extents(zc, out, read, read_ctx, zf);
+		err = kiln_zpack_extents(zc, pack_out, read, read_ctx, zf);
 	else
-		err = kiln_zpack_classic(zc, out, read, read_ctx, zf);
+		err = kiln_zpack_classic(zc, pack_out, read, read_ctx, zf);
+	kiln_zindex_choose(zf);
+	if (!err && out && !pack_out)
+		err = kiln_zfile_commit(zf, out);
 	if (err) {
 		kiln_zfile_free(zf);
 		return err;
 	}
-	kiln_zindex_choose(zf);
 	kiln_zctx_note_file(zc, zf);
 	*out_zf = zf;
 	return 0;
@@ -63,6 +173,7 @@ void kiln_zfile_free(struct kiln_zfile *zf)
 		return;
 	free(zf->ext);
 	free(zf->idata);
+	free(zf->held);
 	free(zf);
 }
 

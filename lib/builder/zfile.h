@@ -58,14 +58,34 @@ typedef int (*kiln_src_read_fn)(void *ctx, void *buf, size_t len,
 
 /*
  * Compress @size bytes read through @read and append the pclusters to
- * @out. Returns 0 and *@zf (owned by the caller, kiln_zfile_free()),
- * -ENOSPC-like "not worth it" as 1 (store the file uncompressed instead),
- * or a negative errno.
+ * @out (nothing else may append to @out meanwhile: pclusters of one file
+ * are consecutive). Returns 0 and *@zf (owned by the caller,
+ * kiln_zfile_free()), 1 when compression does not save a block (nothing
+ * was appended: store the file uncompressed instead), or a negative errno.
+ * Output is held in memory until the file proves compressible (1 MiB);
+ * with dedupe the whole compressed file is held, to be placed at commit.
+ *
+ * Per-file settings (compress hints: a path pattern giving codec, level
+ * and pcluster size) are meant to enter here as an optional spec chosen
+ * by the caller; today every file uses the context's settings.
  */
 int kiln_zfile_write(struct kiln_zctx *zc, struct kiln_out *out,
 		     kiln_src_read_fn read, void *read_ctx, uint64_t size,
 		     struct kiln_zfile **zf);
 void kiln_zfile_free(struct kiln_zfile *zf);
+
+/*
+ * The same in two steps, for compressing files in parallel: _compress()
+ * (any thread; different files at the same time) keeps the pclusters in
+ * memory, kiln_zfile_held_bytes() of them, and _commit() (the one writer,
+ * files in a fixed order) appends them to @out. Same bytes as
+ * kiln_zfile_write(), whatever the thread count. The map and the other
+ * accessors are valid only after the commit.
+ */
+int kiln_zfile_compress(struct kiln_zctx *zc, kiln_src_read_fn read,
+			void *read_ctx, uint64_t size, struct kiln_zfile **zf);
+size_t kiln_zfile_held_bytes(const struct kiln_zfile *zf);
+int kiln_zfile_commit(struct kiln_zfile *zf, struct kiln_out *out);
 
 /* enum erofs_datalayout to put in i_format (COMPRESSED_FULL/_COMPACT). */
 unsigned int kiln_zfile_datalayout(const struct kiln_zfile *zf);
@@ -75,9 +95,11 @@ uint64_t kiln_zfile_blocks(const struct kiln_zfile *zf);
  * Bytes the map occupies after @meta_end (the byte just past the inode's
  * inline xattrs), alignment padding included. Depends on @meta_end
  * (compact indexes are aligned to 32 bytes), so call it per candidate
- * position. Returns 0 with *@len, or -E2BIG when an inline tail would cross
- * a block boundary at that position (the caller then tries another position
- * or calls kiln_zfile_drop_inline()).
+ * position. Returns 0 with *@len, or -E2BIG when an inline pcluster would
+ * cross a block boundary or start exactly at one at that position (the
+ * caller then tries the next 32-byte slot: one of every block's slots
+ * fits, as inline pclusters leave 256 bytes of their block free; or it
+ * calls kiln_zfile_drop_inline() before any metadata is written).
  */
 int kiln_zfile_map_size(const struct kiln_zfile *zf, uint64_t meta_end,
 			size_t *len);

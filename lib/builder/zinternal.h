@@ -18,11 +18,15 @@
 #include "codec/codec.h"
 #include "util/log.h"
 
+struct kiln_wspool;
+struct kiln_zdedupe;
+
 enum kiln_zext_flags {
 	KILN_ZEXT_INLINE	= 1u << 0,	/* pcluster inline after the map */
 	KILN_ZEXT_FRAGMENT	= 1u << 1,	/* in the packed inode at pstart */
 	KILN_ZEXT_PARTIAL	= 1u << 2,	/* pcluster decodes past llen */
 	KILN_ZEXT_HOLE		= 1u << 3,	/* reads as zeros, no pcluster */
+	KILN_ZEXT_SHARED	= 1u << 4,	/* pcluster of an earlier file */
 };
 
 /*
@@ -62,15 +66,10 @@ struct kiln_zfile {
 	uint8_t *idata;			/* inline pcluster (ztailpacking) */
 	uint32_t idata_size;
 	uint64_t fragoff;		/* KILN_ZMAP_FRAGMENT */
+	uint8_t *held;			/* pclusters not yet in the image */
+	size_t held_len;		/* (pstart relative to held[0]) */
 
 	struct kiln_zctx *zc;		/* for kiln_zfile_drop_inline() */
-};
-
-/* Workspaces for one codec configuration, handed out one per thread. */
-struct kiln_zws {
-	struct kiln_zws *next;
-	void *cws;			/* compress workspace */
-	size_t cws_size;
 };
 
 struct kiln_zctx {
@@ -84,8 +83,10 @@ struct kiln_zctx {
 	uint32_t raw_margin;		/* bytes; never 0 after setup */
 	uint32_t max_in;		/* input bytes per classic pcluster */
 
+	struct kiln_zdedupe *dd;	/* NULL: no dedupe; committer only */
+	struct kiln_wspool *pool;	/* compress workspaces */
+
 	pthread_mutex_t lock;		/* guards what follows */
-	struct kiln_zws *free_ws;
 	/* what the image uses, for the superblock */
 	uint32_t used_incompat;
 	uint16_t used_algs;		/* bit n: on-disk algorithm n */
@@ -99,8 +100,8 @@ static inline uint32_t kiln_zctx_blksz(const struct kiln_zctx *zc)
 }
 
 /* zctx.c: workspaces and feature accounting */
-int kiln_zctx_get_ws(struct kiln_zctx *zc, struct kiln_zws **ws);
-void kiln_zctx_put_ws(struct kiln_zctx *zc, struct kiln_zws *ws);
+void *kiln_zctx_get_ws(struct kiln_zctx *zc);
+void kiln_zctx_put_ws(struct kiln_zctx *zc, void *ws);
 void kiln_zctx_note_file(struct kiln_zctx *zc, const struct kiln_zfile *zf);
 
 /* zfile.c: extent list */

@@ -21,8 +21,14 @@
  * uncompressed) without having spent image space.
  */
 #define ZSINK_HOLD	(1024u * 1024)
-/* Classic ztailpacking: the largest inline pcluster tried, in blocks/2. */
-#define ZTAIL_TRY_BLKS	4u
+/*
+ * Classic ztailpacking: the remainder is tried inline when it is at most
+ * this many blocks; a fixed-output pcluster that takes all the rest is
+ * inlined when its stream fits. ZTAIL_ROOM bytes of the block are left for
+ * the inode core, xattrs and map next to an inline pcluster.
+ */
+#define ZTAIL_TRY_BLKS	2u
+#define ZTAIL_ROOM	256u
 /*
  * DEFLATE streams are fed to the kernel page by page; if the output is
  * complete before the page with the stream's last bits is fed, a full
@@ -141,7 +147,8 @@ static int zsink_flush(struct zsink *s, bool final)
 
 static int zsink_maybe_flush(struct zsink *s)
 {
-	if (!s->decided || s->len < ZSINK_HOLD)
+	/* no image yet (kiln_zfile_compress()): keep everything */
+	if (!s->out || !s->decided || s->len < ZSINK_HOLD)
 		return 0;
 	return zsink_flush(s, false);
 }
@@ -153,7 +160,7 @@ struct zpack {
 	struct kiln_zfile *zf;
 	struct zin in;
 	struct zsink sink;
-	struct kiln_zws *ws;
+	void *ws;		/* compress workspace */
 	uint8_t *tmp;		/* compressor output */
 	size_t tmp_cap;
 	bool any_compressed;
@@ -177,7 +184,8 @@ static int zpack_init(struct zpack *z, struct kiln_zctx *zc,
 	err = zin_init(&z->in, read, read_ctx, zf->size, win);
 	if (err)
 		return err;
-	return kiln_zctx_get_ws(zc, &z->ws);
+	z->ws = kiln_zctx_get_ws(zc);
+	return 0;
 }
 
 static void zpack_release(struct zpack *z)
@@ -230,7 +238,10 @@ static int zpack_check_hold(struct zpack *z)
 	return 0;
 }
 
-/* Turn relative pcluster offsets into image addresses, count blocks. */
+/*
+ * Turn relative pcluster offsets into image addresses, count blocks. The
+ * file stays compressed when that saves at least one block.
+ */
 static int zpack_finish(struct zpack *z)
 {
 	struct kiln_zfile *zf = z->zf;
@@ -243,6 +254,14 @@ static int zpack_finish(struct zpack *z)
 
 		if (!z->any_compressed || blocks >= raw_blocks)
 			return 1;
+	}
+	if (!z->sink.out) {
+		/* held for kiln_zfile_commit(); addresses stay relative */
+		zf->held = z->sink.buf;
+		zf->held_len = z->sink.len;
+		z->sink.buf = NULL;
+		zf->blocks = kiln_div_round_up(zf->held_len, z->sink.bs);
+		return 0;
 	}
 	err = zsink_flush(&z->sink, true);
 	if (err)
@@ -270,60 +289,71 @@ static bool classic_worth(const struct kiln_zctx *zc, uint64_t in_len,
 	return used < saved_raw && saved_raw - used >= zc->raw_margin;
 }
 
-/* Try to store all of the last @rem bytes inline (ztailpacking). */
-static int classic_try_inline(struct zpack *z, uint64_t pos,
-			      const uint8_t *src, uint32_t rem, bool *done)
+/* Largest inline pcluster: room is left for the inode and its map. */
+static uint32_t inline_cap(const struct kiln_zctx *zc)
 {
-	struct kiln_zctx *zc = z->zc;
-	struct kiln_zfile *zf = z->zf;
-	uint32_t cap = KILN_MIN(kiln_zctx_blksz(zc) / 2, rem - 1);
-	ssize_t r = -ENOSPC;
-	uint8_t fmt = 0;
-	const uint8_t *data = src;
-	uint32_t plen = rem;
+	return kiln_zctx_blksz(zc) - ZTAIL_ROOM;
+}
 
-	*done = false;
-	if (cap && zc->ops->compress)
-		r = zc->ops->compress(z->ws->cws, zc->params.level, z->tmp, cap,
-				      src, rem);
-	if (r < 0 && r != -ENOSPC)
-		return (int)r;
-	if (r > 0 && stream_fixup(zc, z->tmp, (size_t)r)) {
-		fmt = (uint8_t)(zc->ops->erofs_alg + 1);
-		data = z->tmp;
-		plen = (uint32_t)r;
-	} else if (rem > kiln_zctx_blksz(zc) / 2) {
-		return 0;
-	}
+/* Make [pos, size) the inline tail extent, its pcluster @data. */
+static int set_inline(struct zpack *z, uint64_t pos, uint32_t llen,
+		      const uint8_t *data, uint32_t plen, uint8_t fmt)
+{
+	struct kiln_zfile *zf = z->zf;
+
 	zf->idata = malloc(plen);
 	if (!zf->idata)
 		return -ENOMEM;
 	memcpy(zf->idata, data, plen);
 	zf->idata_size = plen;
-	*done = true;
-	return add_extent(z, pos, rem, 0, plen, fmt, KILN_ZEXT_INLINE);
+	return add_extent(z, pos, llen, 0, plen, fmt, KILN_ZEXT_INLINE);
 }
 
 /*
- * Raw extent at @pos: whole blocks, at most a pcluster's worth. At EOF a
- * multi-block raw pcluster must reach two lclusters past its head, or a
- * reader would take it for one block (the EOF sentinel would be the next
- * head): store one block and let the rest start a new extent.
+ * Try to store all of the last @rem bytes inline (ztailpacking), before
+ * the fixed-output compressor would give them a block of their own:
+ * compressed if that is smaller, else raw if they fit.
  */
-static uint32_t classic_raw_len(const struct kiln_zctx *zc, uint64_t pos,
+static int classic_try_inline(struct zpack *z, uint64_t pos,
+			      const uint8_t *src, uint32_t rem, bool *done)
+{
+	struct kiln_zctx *zc = z->zc;
+	uint32_t cap = KILN_MIN(inline_cap(zc), rem - 1);
+	ssize_t r = -ENOSPC;
+
+	*done = false;
+	if (cap && zc->ops->compress)
+		r = zc->ops->compress(z->ws, zc->params.level, z->tmp, cap,
+				      src, rem);
+	if (r < 0 && r != -ENOSPC)
+		return (int)r;
+	if (r > 0 && stream_fixup(zc, z->tmp, (size_t)r)) {
+		*done = true;
+		return set_inline(z, pos, rem, z->tmp, (uint32_t)r,
+				  (uint8_t)(zc->ops->erofs_alg + 1));
+	}
+	if (rem > inline_cap(zc))
+		return 0;
+	*done = true;
+	return set_inline(z, pos, rem, src, rem, 0);
+}
+
+/*
+ * Bytes to store raw from @pos after compression did not pay off on
+ * @consumed bytes: the whole blocks of that input (at least one, at most a
+ * pcluster's worth), without compressing them again. They go out as
+ * one-block PLAIN pclusters: multi-block PLAIN pclusters are read by Linux
+ * 6.x, but not by older kernels nor erofs-utils 1.5.
+ */
+static uint64_t classic_raw_len(const struct kiln_zctx *zc, uint64_t pos,
 				uint64_t size, uint64_t consumed)
 {
 	const uint32_t bs = kiln_zctx_blksz(zc);
 	uint64_t len = consumed / bs * bs;
-	uint64_t rem = size - pos;
 
 	len = KILN_MAX(len, (uint64_t)bs);
 	len = KILN_MIN(len, (uint64_t)zc->pcluster_size);
-	if (rem > len)
-		return (uint32_t)len;
-	if (rem > bs && (size - 1) / bs == pos / bs + 1 && size % bs)
-		return bs;
-	return (uint32_t)rem;
+	return KILN_MIN(len, size - pos);
 }
 
 static int classic_put(struct zpack *z, uint64_t pos, const uint8_t *src,
@@ -347,13 +377,39 @@ static int classic_put(struct zpack *z, uint64_t pos, const uint8_t *src,
 		return add_extent(z, pos, (uint32_t)in_len, rel, plen,
 				  (uint8_t)(zc->ops->erofs_alg + 1), 0);
 	}
-	plen = (uint32_t)kiln_round_up(in_len, bs);
-	err = zsink_reserve(&z->sink, plen, &p, &rel);
-	if (err)
-		return err;
-	memcpy(p, src, (size_t)in_len);
-	memset(p + in_len, 0, plen - in_len);
-	return add_extent(z, pos, (uint32_t)in_len, rel, plen, 0, 0);
+	for (uint64_t done = 0; done < in_len; done += bs) {
+		uint32_t n = (uint32_t)KILN_MIN((uint64_t)bs, in_len - done);
+
+		err = zsink_reserve(&z->sink, bs, &p, &rel);
+		if (err)
+			return err;
+		memcpy(p, src + done, n);
+		memset(p + n, 0, bs - n);
+		err = add_extent(z, pos + done, n, rel, bs, 0, 0);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/*
+ * Fill at most @cap bytes of z->tmp from @src (*@in_len: available in,
+ * consumed out). Returns the stream length, -ENOSPC when the result is not
+ * worth keeping compressed, or another negative errno.
+ */
+static ssize_t classic_compress(struct zpack *z, const uint8_t *src,
+				size_t *in_len, uint32_t cap)
+{
+	struct kiln_zctx *zc = z->zc;
+	ssize_t r;
+
+	/* codecs without a native mode search over prefixes (codec.c) */
+	r = kiln_codec_compress_destsize(zc->ops, z->ws, zc->params.level,
+					 z->tmp, cap, src, in_len);
+	if (r > 0 && (!stream_fixup(zc, z->tmp, (size_t)r) ||
+		      !classic_worth(zc, *in_len, (size_t)r)))
+		r = -ENOSPC;
+	return r;
 }
 
 int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
@@ -388,16 +444,39 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 			if (err || done)
 				break;
 		}
-		r = kiln_codec_compress_destsize(zc->ops, z.ws->cws,
-						 zc->params.level, z.tmp,
-						 zc->pcluster_size, src, &in_len);
+		r = classic_compress(&z, src, &in_len, zc->pcluster_size);
+		/*
+		 * ztailpacking: a last pcluster of k blocks whose stream is
+		 * too big to inline becomes k-1 full blocks and a remainder
+		 * small enough to inline, when that works out.
+		 */
+		if (r > 0 && (zc->flags & KILN_COMPRESS_ZTAILPACKING) &&
+		    in_len == rem && (size_t)r > inline_cap(zc) &&
+		    (size_t)r > bs) {
+			size_t part = avail;
+			ssize_t r2 = classic_compress(&z, src, &part,
+					(uint32_t)kiln_round_up((uint64_t)r, bs) - bs);
+
+			if (r2 > 0 && part < rem) {
+				r = r2;
+				in_len = part;
+			} else {
+				in_len = avail;
+				r = classic_compress(&z, src, &in_len,
+						     zc->pcluster_size);
+			}
+		}
 		if (r < 0 && r != -ENOSPC)
 			err = (int)r;
 		if (err)
 			break;
-		if (r > 0 && (!stream_fixup(zc, z.tmp, (size_t)r) ||
-			      !classic_worth(zc, in_len, (size_t)r)))
-			r = -ENOSPC;
+		if (r > 0 && (zc->flags & KILN_COMPRESS_ZTAILPACKING) &&
+		    in_len == rem && (size_t)r <= inline_cap(zc)) {
+			err = set_inline(&z, pos, (uint32_t)rem, z.tmp,
+					 (uint32_t)r,
+					 (uint8_t)(zc->ops->erofs_alg + 1));
+			break;
+		}
 		if (r <= 0)
 			in_len = classic_raw_len(zc, pos, zf->size,
 						 r == -ENOSPC ? avail : in_len);
@@ -438,10 +517,10 @@ static ssize_t extent_compress(struct zpack *z, const uint8_t *src,
 	cap = KILN_MIN((size_t)(llen - zc->raw_margin),
 		       (size_t)Z_EROFS_PCLUSTER_MAX_SIZE - kiln_zctx_blksz(zc));
 	if (zc->ops->compress) {
-		r = zc->ops->compress(z->ws->cws, zc->params.level, z->tmp,
+		r = zc->ops->compress(z->ws, zc->params.level, z->tmp,
 				      cap, src, llen);
 	} else {
-		r = zc->ops->compress_destsize(z->ws->cws, zc->params.level,
+		r = zc->ops->compress_destsize(z->ws, zc->params.level,
 					       z->tmp, cap, src, &in);
 		if (r >= 0 && in != llen)
 			r = -ENOSPC;

@@ -642,6 +642,12 @@ static void walk(struct fsck *f)
 	int err;
 
 	kiln_image_get_info(f->img, &info);
+	/* a superblock claiming more blocks than there are: truncated image */
+	if (info.blocks > info.image_size / info.block_size)
+		problem(f, "/", info.root_nid, 0,
+			"superblock says %llu blocks, the image holds %llu",
+			(unsigned long long)info.blocks,
+			(unsigned long long)(info.image_size / info.block_size));
 	root = strdup("/");
 	if (!root) {
 		f->fatal = -ENOMEM;

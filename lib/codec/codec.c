@@ -102,59 +102,88 @@ void kiln_codec_dws_fini(const struct kiln_codec_ops *ops, void *ws)
 }
 
 /*
- * Stop searching once the bracket is this narrow: a few bytes of input
- * are not worth another full compression of the prefix.
+ * Stop searching once the bracket is this narrow, or the output is this
+ * close to full: more probes cost a whole compression each.
  */
 #define DESTSIZE_SEARCH_SLACK	16
+#define DESTSIZE_FULL_SHIFT	6	/* within 1/64 of the cap */
+
+/* Next prefix to try: scale the last fit towards a 98% full output. */
+static size_t destsize_guess(size_t lo, size_t lo_out, size_t hi,
+			     size_t dst_cap)
+{
+	size_t guess;
+
+	if (lo && lo_out) {
+		unsigned __int128 g = (unsigned __int128)lo * (dst_cap -
+						dst_cap / 50) / lo_out;
+
+		guess = g > hi ? hi : (size_t)g;
+	} else {
+		guess = lo + (hi - lo) / 2;
+	}
+	if (guess <= lo || guess >= hi)
+		guess = lo + (hi - lo) / 2;
+	return guess;
+}
 
 ssize_t kiln_codec_compress_destsize(const struct kiln_codec_ops *ops,
 				     void *ws, int level, void *dst,
 				     size_t dst_cap, const void *src,
 				     size_t *src_len)
 {
-	size_t lo = 0, hi, best = 0;
-	ssize_t r, best_out = 0;
-	bool dst_holds_best;
+	size_t lo = 0, lo_out = 0, hi, x;
+	bool dst_holds_lo = false;
+	ssize_t r;
 
 	if (ops->compress_destsize)
 		return ops->compress_destsize(ws, level, dst, dst_cap, src,
 					      src_len);
-	/* 1. everything may fit */
-	r = ops->compress(ws, level, dst, dst_cap, src, *src_len);
-	if (r != -ENOSPC)
-		return r;
 	/*
-	 * 2. invariant: a prefix of lo bytes fits (lo = 0 trivially), one of
-	 * hi bytes does not. Compressed size grows with the prefix closely
-	 * enough for a bisection to find a near-maximal fit.
+	 * Invariant: a prefix of lo bytes fits (lo = 0 trivially) in lo_out
+	 * bytes, one of hi bytes does not (hi = n + 1: unknown). Start with
+	 * as much input as output; then follow the compression ratio seen
+	 * so far, bisecting once a probe has failed. Deterministic: the
+	 * same input gives the same probes.
 	 */
-	hi = *src_len;
-	dst_holds_best = false;
-	while (hi - lo > DESTSIZE_SEARCH_SLACK) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		r = ops->compress(ws, level, dst, dst_cap, src, mid);
+	hi = *src_len + 1;
+	x = KILN_MIN(*src_len, dst_cap);
+	while (x > lo && x < hi) {
+		r = ops->compress(ws, level, dst, dst_cap, src, x);
 		if (r >= 0) {
-			lo = best = mid;
-			best_out = r;
-			dst_holds_best = true;
+			lo = x;
+			lo_out = (size_t)r;
+			dst_holds_lo = true;
+			if (lo == *src_len ||
+			    lo_out >= dst_cap - (dst_cap >> DESTSIZE_FULL_SHIFT))
+				break;
 		} else if (r == -ENOSPC) {
-			hi = mid;
-			dst_holds_best = false;
+			hi = x;
+			dst_holds_lo = false;
 		} else {
 			return r;
 		}
+		if (hi - lo <= DESTSIZE_SEARCH_SLACK)
+			break;
+		x = hi > *src_len ? destsize_guess(lo, lo_out, *src_len + 1,
+						   dst_cap) :
+		    lo_out ? KILN_MIN(destsize_guess(lo, lo_out, hi, dst_cap),
+				      lo + (hi - lo) / 2 + (hi - lo) / 4) :
+			     lo + (hi - lo) / 2;
+		if (x > *src_len)
+			x = *src_len;
 	}
-	if (!best)
+	if (!lo)
 		return -ENOSPC;
-	/* 3. a failed probe after the best one overwrote dst */
-	if (!dst_holds_best) {
-		best_out = ops->compress(ws, level, dst, dst_cap, src, best);
-		if (best_out < 0)
-			return best_out;
+	/* a failed probe after the best fit overwrote dst */
+	if (!dst_holds_lo) {
+		r = ops->compress(ws, level, dst, dst_cap, src, lo);
+		if (r < 0)
+			return r;
+		lo_out = (size_t)r;
 	}
-	*src_len = best;
-	return best_out;
+	*src_len = lo;
+	return (ssize_t)lo_out;
 }
 
 uint32_t kiln_lzma_dict_size(uint32_t max_pcluster_size)

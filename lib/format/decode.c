@@ -62,6 +62,8 @@ int kiln_decode_super(const void *raw, size_t len, struct kiln_sb *sb,
 	sb->inos = kiln_le64(d.inos);
 	sb->epoch = (int64_t)kiln_le64(d.epoch);
 	sb->fixed_nsec = kiln_le32(d.fixed_nsec);
+	if (sb->fixed_nsec >= 1000000000u)
+		return CORRUPT(why, "fixed_nsec is not below one second");
 	sb->build_time = kiln_le32(d.build_time);
 	sb->meta_blkaddr = kiln_le32(d.meta_blkaddr);
 	sb->xattr_blkaddr = kiln_le32(d.xattr_blkaddr);
@@ -211,6 +213,8 @@ int kiln_decode_inode(const struct kiln_sb *sb, const void *raw, size_t len,
 		in->nlink = kiln_le32(e.i_nlink);
 		in->mtime = (int64_t)kiln_le64(e.i_mtime);
 		in->mtime_nsec = kiln_le32(e.i_mtime_nsec);
+		if (in->mtime_nsec >= 1000000000u)
+			return CORRUPT(why, "i_mtime_nsec is not below one second");
 		in->ino = kiln_le32(e.i_ino);
 		i_nb = kiln_le16(e.i_nb);
 		i_u = kiln_le32(e.i_u.startblk_lo);

@@ -506,6 +506,19 @@ def variants(good, seed=0, random_flips=24):
             add(f"xattr-{ino.nid}-shared-id-out", MUST,
                 f"{t}: shared xattr id past the end",
                 [(xo + 12, _u("I", 0x3FFFFFFF))])
+            sid = struct.unpack_from("<I", good, xo + 12)[0]
+            soff = img.xattr_blkaddr * bs + 4 * sid
+            if soff + 4 <= size:
+                snlen = good[soff]
+                add(f"xattr-{ino.nid}-shared-value-size-max",
+                    MUST if soff + 4 + snlen + 0xFFFF > size else MAY,
+                    f"{t}: shared entry {sid}: value size 65535",
+                    [(soff + 2, _u("H", 0xFFFF))])
+                off = soff + rng.randrange(min(4 + snlen, size - soff))
+                bit = rng.randrange(8)
+                add(f"xattr-{ino.nid}-shared-flip-{off}.{bit}", MAY,
+                    f"{t}: shared entry {sid}: bit {bit} of byte {off}",
+                    [(off, bytes([good[off] ^ (1 << bit)]))])
         for k in range(3):
             off = xo + rng.randrange(ino.xattr_size)
             bit = rng.randrange(8)

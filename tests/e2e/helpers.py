@@ -374,31 +374,42 @@ def assert_same(diffs, what):
         pytest.fail(f"{what}: {len(diffs)} differences\n  {shown}{more}")
 
 
+def drop_paths(nodes, pred):
+    """Remove the paths for which pred(rel) holds (and all below them)
+    from @nodes, listings and hardlink groups included. Returns them."""
+    gone = {r for r in nodes if r and pred(r)}
+    gone |= {r for r in nodes if any(r.startswith(g + b"/") for g in gone)}
+    for r in gone:
+        del nodes[r]
+    for rel, n in nodes.items():
+        if n.listing is not None:
+            n.listing = tuple(x for x in n.listing
+                              if join(rel, x) not in gone)
+        n.links = tuple(x for x in n.links if x not in gone)
+    return gone
+
+
 def tree_compare(src, dst, *, expect=None, fields=ALL_FIELDS,
-                 root_attrs=True, exclude=None):
+                 root_attrs=True, exclude=None, ignore=None):
     """Assert that @dst holds exactly @src: paths, types, modes, owners,
     sizes, nanosecond mtimes, nlink and hardlink identity, symlink targets,
     device numbers, xattrs of every namespace, file bytes, listings.
 
     expect(rel, node) may rewrite the expected node (e.g. --all-root).
-    exclude(rel) -> True drops a source path (and what is below it).
+    exclude(rel) -> True: the path (and what is below it) must be absent
+    from @dst; nlink of directories and hardlinks is recounted.
+    ignore(rel) -> True: the path is compared on neither side.
     root_attrs=False compares only the root's listing (extract targets).
     """
     want_data = "data" in fields
     want_x = "xattrs" in fields
     exp = snapshot(src, data=want_data, xattrs=want_x)
     act = snapshot(dst, data=want_data, xattrs=want_x)
+    if ignore:
+        drop_paths(exp, ignore)
+        drop_paths(act, ignore)
     if exclude:
-        gone = {r for r in exp if r and exclude(r)}
-        gone |= {r for r in exp
-                 if any(r.startswith(g + b"/") for g in gone)}
-        for r in gone:
-            del exp[r]
-        for rel, n in exp.items():
-            if n.listing is not None:
-                n.listing = tuple(x for x in n.listing
-                                  if join(rel, x) not in gone)
-            n.links = tuple(x for x in n.links if x not in gone)
+        drop_paths(exp, exclude)
         recount_dir_nlink(exp)
     if expect:
         for rel, n in exp.items():

@@ -2,6 +2,7 @@
 """kiln build, checked through the kernel: every byte and attribute of the
 source comes back from a loop mount, under every build option."""
 
+import fnmatch
 import os
 import re
 import shutil
@@ -169,12 +170,17 @@ def test_exclude_patterns_drop_names_paths_and_whole_directories(
     kiln.build(rich_tree.root, img, "-x", "many", "-x", "sizes/r4*",
                "--exclude", "*.hidden", "-x", "times/dir")
 
+    patterns = [b"many", b"sizes/r4*", b"*.hidden", b"times/dir"]
+
     def excluded(rel):
+        # fnmatch without FNM_PATHNAME, on the relative path and on the
+        # bare name: "many" also drops /xattrs/many.
         name = os.path.basename(rel)
-        return rel in (b"many", b"times/dir") or name == b".hidden" or \
-            (rel.startswith(b"sizes/r4"))
+        return any(fnmatch.fnmatchcase(rel, p) or fnmatch.fnmatchcase(name, p)
+                   for p in patterns)
     with kernel_mount(img) as mnt:
         assert not (mnt / "many").exists()
+        assert not (mnt / "xattrs" / "many").exists()
         assert not (mnt / "names" / ".hidden").exists()
         assert (mnt / "sizes" / "r1").exists()
         assert not (mnt / "sizes" / "r4096").exists()
@@ -274,6 +280,8 @@ def test_fsck_erofs_accepts_the_image(kiln, rich_tree, tmp_path, block_size):
     kiln.build(rich_tree.root, img, "-b", str(block_size))
     r = subprocess.run(["fsck.erofs", str(img)], capture_output=True,
                        text=True, timeout=300)
+    if "isn't supported" in r.stderr:
+        pytest.skip(f"this fsck.erofs: {r.stderr.strip().splitlines()[0]}")
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -289,9 +297,12 @@ def test_fsck_erofs_extracts_what_the_source_holds(kiln, small_tree,
         pytest.skip("fsck.erofs cannot extract")
     assert r.returncode == 0, r.stdout + r.stderr
     # erofs-utils 1.5 extracts neither xattrs nor hardlinks as links, and
-    # sets no directory times: compare what it does restore.
+    # sets no directory times: compare what it does restore. It also
+    # stops sparse files at their last data block (the kernel and kiln
+    # read the same images with the full size), so those are left out.
     tree_compare(small_tree.root, out, root_attrs=False,
-                 fields=("type", "size", "target", "rdev", "data", "listing"))
+                 fields=("type", "size", "target", "rdev", "data", "listing"),
+                 ignore=lambda rel: rel.startswith(b"sparse/"))
 
 
 def test_file_over_4gib_and_holes_read_back(kiln, make_tree, tmp_path,

@@ -31,6 +31,10 @@ VARIANTS = {
     "chunk-1m": ["--chunksize=1048576"],
     "exclude": ["--exclude-regex=^many/0"],
     "force-owner": ["--force-uid=65536", "--force-gid=7"],
+    # newer erofs-utils only (1.5 has no -b): skipped where refused
+    "bs-512": ["-b", "512"],
+    "bs-1024": ["-b", "1024"],
+    "bs-2048": ["-b", "2048"],
     "lz4": ["-zlz4"],
     "lz4hc": ["-zlz4hc,9"],
 }

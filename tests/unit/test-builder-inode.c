@@ -68,7 +68,7 @@ TEST(compact_core_fields_land_at_their_offsets)
 	n.xattr_size = 24;
 	n.ino = 9;
 	CHECK_EQ(kiln_inode_core_size(&n), 32);
-	kiln_inode_encode_core(&n, EPOCH, raw);
+	kiln_inode_encode_core(&n, raw);
 	CHECK_EQ(kiln_get_le16(raw), EROFS_INODE_FLAT_INLINE << 1);
 	CHECK_EQ(kiln_get_le16(raw + 2), (24 - 12) / 4 + 1);
 	CHECK_EQ(kiln_get_le16(raw + 4), S_IFREG | 0644);
@@ -97,7 +97,7 @@ TEST(extended_core_keeps_64bit_size_and_nanoseconds)
 	n.datalayout = EROFS_INODE_CHUNK_BASED;
 	n.chunk_format = 8;
 	CHECK_EQ(kiln_inode_core_size(&n), 64);
-	kiln_inode_encode_core(&n, EPOCH, raw);
+	kiln_inode_encode_core(&n, raw);
 	CHECK_EQ(kiln_get_le16(raw), (EROFS_INODE_CHUNK_BASED << 1) | 1);
 	CHECK_EQ(kiln_get_le16(raw + 2), 0);
 	CHECK_EQ(kiln_get_le16(raw + 6), 0);		/* i_nb: no high bits */
@@ -124,7 +124,7 @@ TEST(device_numbers_use_the_new_encoding)
 	n.size = 0;
 	n.rdev = kiln_inode_encode_rdev(makedev(1, 3));
 	n.startblk = 55;	/* ignored for devices */
-	kiln_inode_encode_core(&n, EPOCH, raw);
+	kiln_inode_encode_core(&n, raw);
 	CHECK_EQ(kiln_get_le32(raw + 16), 0x103);
 }
 

@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Tests for kiln_build() as a whole: reproducible bytes, the superblock,
+ * compact inodes under a fixed mtime, and what a failed build leaves.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <isa-l/crc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <kiln/builder.h>
+
+#include "format/erofs_fs.h"
+#include "util/endian.h"
+#include "tap.h"
+
+static char tmp[64];
+
+static void put_file(const char *rel, const void *data, size_t len)
+{
+	char path[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/src/%s", tmp, rel);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	CHECK(write(fd, data, len) == (ssize_t)len);
+	close(fd);
+}
+
+static void make_tree(void)
+{
+	static char big[10000];
+	char path[256];
+
+	snprintf(tmp, sizeof(tmp), "/tmp/kiln-test-build.XXXXXX");
+	CHECK(mkdtemp(tmp) != NULL);
+	snprintf(path, sizeof(path), "%s/src", tmp);
+	CHECK(mkdir(path, 0755) == 0);
+	snprintf(path, sizeof(path), "%s/src/dir", tmp);
+	CHECK(mkdir(path, 0755) == 0);
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (char)(i * 7 + i / 100);
+	put_file("a", "hello\n", 6);
+	put_file("dir/big", big, sizeof(big));
+	put_file("empty", "", 0);
+	snprintf(path, sizeof(path), "%s/src/link", tmp);
+	CHECK(symlink("dir/big", path) == 0);
+}
+
+static void remove_tree(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+	CHECK(system(cmd) == 0);
+}
+
+static void *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	*len = fread(buf, 1, (size_t)n, f);
+	fclose(f);
+	return buf;
+}
+
+static int build(const char *image, const struct kiln_build_opts *opts)
+{
+	char src[128], img[128];
+
+	snprintf(src, sizeof(src), "%s/src", tmp);
+	snprintf(img, sizeof(img), "%s/%s", tmp, image);
+	return kiln_build(src, img, opts, NULL);
+}
+
+static uint8_t *load(const char *image, size_t *len)
+{
+	char img[128];
+
+	snprintf(img, sizeof(img), "%s/%s", tmp, image);
+	return slurp(img, len);
+}
+
+/* Entries in the temp directory besides src and the named images. */
+static int stray_files(void)
+{
+	DIR *d = opendir(tmp);
+	struct dirent *de;
+	int n = 0;
+
+	while ((de = readdir(d)))
+		if (de->d_name[0] == '.' && strcmp(de->d_name, ".") &&
+		    strcmp(de->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+TEST(same_input_gives_identical_bytes)
+{
+	size_t la, lb;
+	uint8_t *a, *b;
+
+	make_tree();
+	CHECK_EQ(build("a.img", NULL), 0);
+	CHECK_EQ(build("b.img", NULL), 0);
+	a = load("a.img", &la);
+	b = load("b.img", &lb);
+	CHECK(a && b && la == lb && !memcmp(a, b, la));
+	CHECK_EQ(la % 4096, 0);
+	free(a);
+	free(b);
+	remove_tree();
+}
+
+TEST(superblock_checksum_and_root_are_valid)
+{
+	struct kiln_build_opts opts = { .struct_size = sizeof(opts),
+		.volume_label = "kiln-test" };
+	uint8_t *img, copy[4096 - 1024];
+	size_t len;
+	uint32_t crc;
+
+	make_tree();
+	CHECK_EQ(build("a.img", &opts), 0);
+	img = load("a.img", &len);
+	CHECK(img && len >= 4096);
+	CHECK_EQ(kiln_get_le32(img + 1024), EROFS_SUPER_MAGIC);
+	CHECK_EQ(img[1024 + 12], 12);		/* blkszbits */
+	CHECK(kiln_get_le32(img + 1024 + 8) & EROFS_FEATURE_COMPAT_SB_CHKSUM);
+	memcpy(copy, img + 1024, sizeof(copy));
+	kiln_put_le32(copy + 4, 0);
+	crc = crc32_iscsi(copy, sizeof(copy), EROFS_SB_CRC_SEED);
+	CHECK_EQ(crc, kiln_get_le32(img + 1024 + 4));
+	/* root nid: the first inode slot after meta_blkaddr's block */
+	CHECK_EQ(kiln_get_le16(img + 1024 + 14), 4096 / 32);
+	CHECK(!memcmp(img + 1024 + 0x40, "kiln-test", 10));
+	CHECK_EQ(kiln_get_le32(img + 1024 + 0x24), len / 4096);	/* blocks */
+	CHECK_EQ(kiln_get_le64(img + 1024 + 0x10), 6);	/* inos */
+	/* the UUID is a version 8 / variant 10 content hash */
+	CHECK_EQ(img[1024 + 0x30 + 6] >> 4, 8);
+	CHECK_EQ(img[1024 + 0x30 + 8] >> 6, 2);
+	free(img);
+	remove_tree();
+}
+
+TEST(uuid_follows_content)
+{
+	size_t la, lb;
+	uint8_t *a, *b;
+
+	make_tree();
+	CHECK_EQ(build("a.img", NULL), 0);
+	put_file("a", "hellO\n", 6);
+	CHECK_EQ(build("b.img", NULL), 0);
+	a = load("a.img", &la);
+	b = load("b.img", &lb);
+	CHECK(a && b);
+	CHECK(memcmp(a + 1024 + 0x30, b + 1024 + 0x30, 16) != 0);
+	free(a);
+	free(b);
+	remove_tree();
+}
+
+TEST(fixed_mtime_gives_compact_root)
+{
+	struct kiln_build_opts opts = { .struct_size = sizeof(opts),
+		.flags = KILN_BUILD_FIXED_MTIME, .fixed_mtime = 1234567890 };
+	uint8_t *img;
+	size_t len;
+	uint64_t root, meta, off;
+
+	make_tree();
+	CHECK_EQ(build("a.img", &opts), 0);
+	img = load("a.img", &len);
+	root = kiln_get_le16(img + 1024 + 14);
+	meta = kiln_get_le32(img + 1024 + 0x28);
+	off = meta * 4096 + root * 32;
+	CHECK(off + 32 <= len);
+	CHECK_EQ(kiln_get_le16(img + off) & 1, 0);	/* compact */
+	CHECK_EQ(kiln_get_le16(img + off + 4) & S_IFMT, S_IFDIR);
+	CHECK_EQ(kiln_get_le64(img + 1024 + 0x18), 1234567890);	/* epoch */
+	free(img);
+	remove_tree();
+}
+
+TEST(failed_build_keeps_old_image_and_leaves_nothing)
+{
+	struct kiln_build_opts opts = { .struct_size = sizeof(opts) };
+	char src[128], img[128];
+	uint8_t *old;
+	size_t len;
+
+	make_tree();
+	put_file("../old.img", "OLD", 3);
+	snprintf(src, sizeof(src), "%s/missing", tmp);
+	snprintf(img, sizeof(img), "%s/old.img", tmp);
+	CHECK(kiln_build(src, img, &opts, NULL) < 0);
+	old = load("old.img", &len);
+	CHECK(old && len == 3 && !memcmp(old, "OLD", 3));
+	free(old);
+	opts.blkszbits = 13;		/* refused */
+	CHECK_EQ(build("old.img", &opts), -EINVAL);
+	CHECK_EQ(stray_files(), 0);
+	remove_tree();
+}
+
+struct log_capture {
+	char last[1024];
+	int errors;
+};
+
+static void capture_log(void *ctx, enum kiln_log_level level, const char *msg)
+{
+	struct log_capture *c = ctx;
+
+	if (level != KILN_LOG_ERROR)
+		return;
+	snprintf(c->last, sizeof(c->last), "%s", msg);
+	c->errors++;
+}
+
+/* Deletes dir/big once the data pass has started (after the scan). */
+static void unlink_big(void *ctx, const struct kiln_build_progress *p)
+{
+	char path[256];
+
+	(void)ctx;
+	(void)p;
+	snprintf(path, sizeof(path), "%s/src/dir/big", tmp);
+	unlink(path);
+}
+
+TEST(file_vanishing_during_build_fails_naming_it)
+{
+	struct log_capture cap = { .errors = 0 };
+	struct kiln_build_opts opts = { .struct_size = sizeof(opts),
+		.log = capture_log, .log_ctx = &cap, .progress = unlink_big };
+
+	make_tree();
+	CHECK_EQ(build("a.img", &opts), -ENOENT);
+	CHECK_EQ(cap.errors, 1);
+	CHECK(strstr(cap.last, "/src/dir/big: file vanished") != NULL);
+	CHECK(load("a.img", &(size_t){ 0 }) == NULL);
+	CHECK_EQ(stray_files(), 0);
+	remove_tree();
+}
+
+TEST(block_sizes_below_page_size_build)
+{
+	for (unsigned int bits = 9; bits <= 12; bits++) {
+		struct kiln_build_opts opts = { .struct_size = sizeof(opts),
+			.blkszbits = bits };
+		uint8_t *img;
+		size_t len;
+
+		make_tree();
+		CHECK_EQ(build("a.img", &opts), 0);
+		img = load("a.img", &len);
+		CHECK(img && len % (1u << bits) == 0);
+		CHECK_EQ(img[1024 + 12], bits);
+		free(img);
+		remove_tree();
+	}
+}
+
+TAP_MAIN(TAP_ENTRY(same_input_gives_identical_bytes),
+	 TAP_ENTRY(superblock_checksum_and_root_are_valid),
+	 TAP_ENTRY(uuid_follows_content),
+	 TAP_ENTRY(fixed_mtime_gives_compact_root),
+	 TAP_ENTRY(failed_build_keeps_old_image_and_leaves_nothing),
+	 TAP_ENTRY(file_vanishing_during_build_fails_naming_it),
+	 TAP_ENTRY(block_sizes_below_page_size_build))
