@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from helpers import (assert_same, diff_snapshots, file_digest, have,
+from helpers import (assert_same, file_digest, have,
                      info_field, snapshot, tree_compare)
 
 UUID = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"

@@ -52,7 +52,8 @@ def mkfs(tree, img, opts):
     if r.returncode != 0 and ("invalid option" in r.stderr or
                               "unrecognized option" in r.stderr or
                               "unsupported" in r.stderr.lower()):
-        pytest.skip(f"this mkfs.erofs lacks {opts}: {r.stderr.strip()[:200]}")
+        pytest.skip(f"this mkfs.erofs lacks {' '.join(opts)}: "
+                    f"{r.stderr.strip().splitlines()[0][:200]}")
     assert r.returncode == 0, r.stdout + r.stderr
     return img
 
