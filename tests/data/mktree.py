@@ -272,11 +272,14 @@ class _Maker:
 
     def mode_bits(self):
         self.mkdir("modes")
-        for m in (0o000, 0o777, 0o4755, 0o2755, 0o6711, 0o7777, 0o1644,
-                  0o400, 0o070):
+        # Modes that lock the owner out only as root (who reads anyway):
+        # an ordinary user could not build an image of the tree.
+        locked = (0o000, 0o070) if self.privileged else ()
+        for m in (0o777, 0o4755, 0o2755, 0o6711, 0o7777, 0o1644,
+                  0o400) + locked:
             self.file(f"modes/m{m:04o}", m % 97)
             self.modes[os.fsencode(f"modes/m{m:04o}")] = m
-        for m in (0o000, 0o555, 0o1777, 0o2775, 0o700):
+        for m in (0o555, 0o1777, 0o2775, 0o700) + locked[:1]:
             self.mkdir(f"modes/d{m:04o}")
             self.file(f"modes/d{m:04o}/inside", 3)
             self.modes[os.fsencode(f"modes/d{m:04o}")] = m
