@@ -14,6 +14,12 @@
 
 #include <kiln/codec.h>
 
+/* One piece of a split output: @len bytes at @dst. */
+struct kiln_codec_seg {
+	void *dst;
+	size_t len;
+};
+
 /*
  * What a build's compressor is set up for; also what its on-disk config
  * record says. Workspaces made for one set of params serve only it.
@@ -67,6 +73,16 @@ struct kiln_codec_ops {
 	 */
 	int (*decompress)(void *ws, void *dst, size_t dst_len,
 			  const void *src, size_t src_len, bool partial);
+	/*
+	 * Optional, for streaming decoders (zstd, lzma): as decompress() with
+	 * dst_len = the sum of the segment lengths, the output delivered
+	 * piecewise to @nr segments in order. Lets the reader send the part
+	 * a caller asked for straight to its buffer and only the rest to
+	 * scratch. NULL: the decoder needs one contiguous output.
+	 */
+	int (*decompress_segs)(void *ws, const struct kiln_codec_seg *seg,
+			       unsigned int nr, const void *src,
+			       size_t src_len, bool partial);
 
 	/*
 	 * Optional (NULL = nothing to do): set up a workspace region of

@@ -13,7 +13,6 @@
 #include "format/erofs_fs.h"
 #include "util/endian.h"
 
-#define LZMA_DICT_MIN	4096u
 #define LZMA_DICT_MAX	(8u * 1024 * 1024)
 
 /*
@@ -162,35 +161,55 @@ static ssize_t lzma_compress(void *ws, int level, void *dst, size_t dst_cap,
 
 /*
  * Exact: both sizes must match and the range coder must end cleanly.
- * Partial: liblzma stops after @dst_len bytes (an upper bound of the size).
+ * Partial: liblzma stops after the output (an upper bound of the size).
+ * liblzma decodes through its own dictionary, so the output may come in
+ * segments.
  */
-static int lzma_decompress(void *ws, void *dst, size_t dst_len,
-			   const void *src, size_t src_len, bool partial)
+static int lzma_decompress_segs(void *ws, const struct kiln_codec_seg *seg,
+				unsigned int nr, const void *src,
+				size_t src_len, bool partial)
 {
 	struct lzma_dws *w = ws;
-	lzma_ret r;
+	size_t total = 0;
+	lzma_ret r = LZMA_OK;
 
-	/* distances never exceed the output so far: a dict of dst_len works */
-	while (w->dict_size < dst_len && w->dict_size < LZMA_DICT_MAX)
+	for (unsigned int i = 0; i < nr; i++)
+		total += seg[i].len;
+	/* distances never exceed the output so far: a dict of total works */
+	while (w->dict_size < total && w->dict_size < LZMA_DICT_MAX)
 		w->dict_size <<= 1;
-	if (!src_len || !dst_len)
+	if (!src_len || !total)
 		return -KILN_ECORRUPT;
-	r = lzma_microlzma_decoder(&w->strm, src_len, dst_len, !partial,
+	r = lzma_microlzma_decoder(&w->strm, src_len, total, !partial,
 				   w->dict_size);
 	if (r != LZMA_OK)
 		return r == LZMA_MEM_ERROR ? -ENOMEM : -KILN_ECORRUPT;
 	w->strm.next_in = src;
 	w->strm.avail_in = src_len;
-	w->strm.next_out = dst;
-	w->strm.avail_out = dst_len;
-	r = lzma_code(&w->strm, LZMA_FINISH);
+	for (unsigned int i = 0; i < nr && r == LZMA_OK; i++) {
+		if (!seg[i].len)
+			continue;
+		w->strm.next_out = seg[i].dst;
+		w->strm.avail_out = seg[i].len;
+		do {
+			r = lzma_code(&w->strm, LZMA_FINISH);
+		} while (r == LZMA_OK && w->strm.avail_out);
+	}
 	if (r == LZMA_MEM_ERROR)
 		return -ENOMEM;
-	if (r != LZMA_STREAM_END || w->strm.total_out != dst_len)
+	if (r != LZMA_STREAM_END || w->strm.total_out != total)
 		return -KILN_ECORRUPT;
 	if (!partial && w->strm.total_in != src_len)
 		return -KILN_ECORRUPT;
 	return 0;
+}
+
+static int lzma_decompress(void *ws, void *dst, size_t dst_len,
+			   const void *src, size_t src_len, bool partial)
+{
+	struct kiln_codec_seg seg = { dst, dst_len };
+
+	return lzma_decompress_segs(ws, &seg, 1, src, src_len, partial);
 }
 
 static ssize_t lzma_config_encode(const struct kiln_codec_params *p,
@@ -220,6 +239,7 @@ const struct kiln_codec_ops kiln_codec_lzma = {
 	.compress = lzma_compress,
 	.compress_destsize = lzma_compress_destsize,
 	.decompress = lzma_decompress,
+	.decompress_segs = lzma_decompress_segs,
 	.cws_init = lzma_cws_init,
 	.cws_fini = lzma_cws_fini,
 	.dws_init = lzma_dws_init,

@@ -107,28 +107,46 @@ static ssize_t zstd_compress(void *ws, int level, void *dst, size_t dst_cap,
 }
 
 /*
- * Stream into @dst until @dst_len bytes are out. Used for partial decoding
- * and for frames that hold more than @dst_len bytes (allowed: the kernel
- * ignores extra output).
+ * Stream into the segments until they are full. Used for partial
+ * decoding, split output, and frames holding more than asked for
+ * (allowed: the kernel ignores extra output).
  */
-static int zstd_decompress_stream(ZSTD_DCtx *dctx, void *dst, size_t dst_len,
-				  const void *src, size_t src_len)
+static int zstd_stream_segs(ZSTD_DCtx *dctx, const struct kiln_codec_seg *seg,
+			    unsigned int nr, const void *src, size_t src_len)
 {
 	ZSTD_inBuffer in = { src, src_len, 0 };
-	ZSTD_outBuffer out = { dst, dst_len, 0 };
 
 	ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
-	while (out.pos < out.size) {
-		size_t in_before = in.pos, out_before = out.pos;
-		size_t r = ZSTD_decompressStream(dctx, &out, &in);
+	for (unsigned int i = 0; i < nr; i++) {
+		ZSTD_outBuffer out = { seg[i].dst, seg[i].len, 0 };
 
-		if (ZSTD_isError(r))
-			return -KILN_ECORRUPT;
-		if (r == 0 && out.pos < out.size)
-			return -KILN_ECORRUPT;	/* frame ended early */
-		if (in.pos == in_before && out.pos == out_before)
-			return -KILN_ECORRUPT;	/* truncated input */
+		while (out.pos < out.size) {
+			size_t in_before = in.pos, out_before = out.pos;
+			size_t r = ZSTD_decompressStream(dctx, &out, &in);
+
+			if (ZSTD_isError(r))
+				return -KILN_ECORRUPT;
+			if (r == 0 && out.pos < out.size)
+				return -KILN_ECORRUPT;	/* frame ended early */
+			if (in.pos == in_before && out.pos == out_before)
+				return -KILN_ECORRUPT;	/* truncated input */
+		}
 	}
+	return 0;
+}
+
+/* Frame checks shared by both entry points: window, content size. */
+static int zstd_check_frame(const void *src, size_t src_len, size_t dst_len,
+			    ZSTD_frameHeader *fh)
+{
+	size_t r = ZSTD_getFrameHeader(fh, src, src_len);
+
+	if (r != 0 || fh->frameType != ZSTD_frame ||
+	    fh->windowSize > ((uint64_t)1 << KILN_ZSTD_WINDOW_LOG))
+		return -KILN_ECORRUPT;
+	if (fh->frameContentSize != ZSTD_CONTENTSIZE_UNKNOWN &&
+	    fh->frameContentSize < dst_len)
+		return -KILN_ECORRUPT;
 	return 0;
 }
 
@@ -136,15 +154,11 @@ static int zstd_decompress(void *ws, void *dst, size_t dst_len,
 			   const void *src, size_t src_len, bool partial)
 {
 	ZSTD_DCtx *dctx = ((struct zstd_dws *)ws)->dctx;
+	struct kiln_codec_seg seg = { dst, dst_len };
 	ZSTD_frameHeader fh;
 	size_t r;
 
-	r = ZSTD_getFrameHeader(&fh, src, src_len);
-	if (r != 0 || fh.frameType != ZSTD_frame ||
-	    fh.windowSize > ((uint64_t)1 << KILN_ZSTD_WINDOW_LOG))
-		return -KILN_ECORRUPT;
-	if (fh.frameContentSize != ZSTD_CONTENTSIZE_UNKNOWN &&
-	    fh.frameContentSize < dst_len)
+	if (zstd_check_frame(src, src_len, dst_len, &fh))
 		return -KILN_ECORRUPT;
 	/* the common case: one call straight into @dst */
 	if (!partial && fh.frameContentSize == dst_len) {
@@ -153,7 +167,23 @@ static int zstd_decompress(void *ws, void *dst, size_t dst_len,
 			return -KILN_ECORRUPT;
 		return 0;
 	}
-	return zstd_decompress_stream(dctx, dst, dst_len, src, src_len);
+	return zstd_stream_segs(dctx, &seg, 1, src, src_len);
+}
+
+static int zstd_decompress_segs(void *ws, const struct kiln_codec_seg *seg,
+				unsigned int nr, const void *src,
+				size_t src_len, bool partial)
+{
+	ZSTD_DCtx *dctx = ((struct zstd_dws *)ws)->dctx;
+	ZSTD_frameHeader fh;
+	size_t total = 0;
+
+	(void)partial;
+	for (unsigned int i = 0; i < nr; i++)
+		total += seg[i].len;
+	if (zstd_check_frame(src, src_len, total, &fh))
+		return -KILN_ECORRUPT;
+	return zstd_stream_segs(dctx, seg, nr, src, src_len);
 }
 
 static ssize_t zstd_config_encode(const struct kiln_codec_params *p,
@@ -189,6 +219,7 @@ const struct kiln_codec_ops kiln_codec_zstd = {
 	.compress = zstd_compress,
 	.compress_destsize = NULL,
 	.decompress = zstd_decompress,
+	.decompress_segs = zstd_decompress_segs,
 	.cws_init = zstd_cws_init,
 	.cws_fini = zstd_cws_fini,
 	.dws_init = zstd_dws_init,

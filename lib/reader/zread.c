@@ -37,6 +37,8 @@ struct kiln_zstate {
 	bool scratch_valid;		/* holds the extent below, decoded */
 	uint64_t scratch_la, scratch_pa;
 	size_t scratch_len;
+	/* bytes [hole, hole_end) went straight to a caller, not to scratch */
+	size_t hole, hole_end;
 	uint64_t next_off;		/* where the previous read ended */
 	struct kiln_file *packed;	/* opened on the first fragment */
 };
@@ -200,10 +202,34 @@ static int zr_stream(struct kiln_file *file, const struct kiln_zext *ext,
  * Decode the first @dst_len bytes of @ext into @dst; @partial when that
  * is less than the whole extent (or the stream holds more, PARTIAL_REF).
  */
+static int zr_decode_any(struct kiln_file *file, struct kiln_zctx *z,
+			 const struct kiln_zext *ext,
+			 const struct kiln_codec_seg *seg, unsigned int nr,
+			 bool partial);
+
 static int zr_decode(struct kiln_file *file, struct kiln_zctx *z,
 		     const struct kiln_zext *ext, void *dst, size_t dst_len,
 		     bool partial)
 {
+	struct kiln_codec_seg seg = { dst, dst_len };
+
+	return zr_decode_any(file, z, ext, &seg, 1, partial);
+}
+
+/* The whole extent, delivered to @nr segments (ops->decompress_segs). */
+static int zr_decode_segs(struct kiln_file *file, struct kiln_zctx *z,
+			  const struct kiln_zext *ext,
+			  const struct kiln_codec_seg *seg, unsigned int nr)
+{
+	return zr_decode_any(file, z, ext, seg, nr, false);
+}
+
+static int zr_decode_any(struct kiln_file *file, struct kiln_zctx *z,
+			 const struct kiln_zext *ext,
+			 const struct kiln_codec_seg *seg, unsigned int nr,
+			 bool partial)
+{
+	size_t dst_len = 0;
 	const struct kiln_codec_ops *ops = kiln_codec_by_erofs_alg(ext->alg);
 	const uint8_t *src = NULL;
 	size_t src_len = 0;
@@ -222,9 +248,17 @@ static int zr_decode(struct kiln_file *file, struct kiln_zctx *z,
 	/* without 0padding an LZ4 stream's length is unknown: stop early */
 	if (!ext->zero_padded)
 		partial = true;
+	for (unsigned int i = 0; i < nr; i++)
+		dst_len += seg[i].len;
 	ws = kiln_wspool_get(z->pool);
-	err = ops->decompress(ws + z->region_off[ext->alg], dst, dst_len, src,
-			      src_len, partial || ext->partial);
+	if (nr == 1)
+		err = ops->decompress(ws + z->region_off[ext->alg], seg[0].dst,
+				      seg[0].len, src, src_len,
+				      partial || ext->partial);
+	else
+		err = ops->decompress_segs(ws + z->region_off[ext->alg], seg,
+					   nr, src, src_len,
+					   partial || ext->partial);
 	kiln_wspool_put(z->pool, ws);
 	if (err == -KILN_ECORRUPT)
 		return KILN_CORRUPT(file->img, "nid %llu: %s stream at %llu does not decode to %zu bytes",
@@ -262,7 +296,8 @@ static int zr_compressed(struct kiln_file *file, struct kiln_zstate *zs,
 
 	/* 1. the rest of the extent this file decoded last */
 	if (zs->scratch_valid && zs->scratch_la == ext->la &&
-	    zs->scratch_pa == ext->pa && within + n <= zs->scratch_len) {
+	    zs->scratch_pa == ext->pa && within + n <= zs->scratch_len &&
+	    (within + n <= zs->hole || within >= zs->hole_end)) {
 		memcpy(buf, zs->scratch + within, n);
 		return 0;
 	}
@@ -291,14 +326,30 @@ static int zr_compressed(struct kiln_file *file, struct kiln_zstate *zs,
 	if (err)
 		return err;
 	zs->scratch_valid = false;
-	err = zr_decode(file, z, ext, zs->scratch, llen, false);
-	if (err)
-		return err;
+	zs->hole = zs->hole_end = 0;
+	if (ops && ops->decompress_segs && !force_copy) {
+		/* 6. streaming decoders: the asked part goes straight to @buf */
+		struct kiln_codec_seg seg[3] = {
+			{ zs->scratch, (size_t)within },
+			{ buf, n },
+			{ zs->scratch + within + n, llen - within - n },
+		};
+
+		err = zr_decode_segs(file, z, ext, seg, 3);
+		if (err)
+			return err;
+		zs->hole = (size_t)within;
+		zs->hole_end = (size_t)within + n;
+	} else {
+		err = zr_decode(file, z, ext, zs->scratch, llen, false);
+		if (err)
+			return err;
+		memcpy(buf, zs->scratch + within, n);
+	}
 	zs->scratch_valid = true;
 	zs->scratch_la = ext->la;
 	zs->scratch_pa = ext->pa;
 	zs->scratch_len = llen;
-	memcpy(buf, zs->scratch + within, n);
 	return 0;
 }
 
@@ -433,6 +484,40 @@ ssize_t kiln_zread(struct kiln_file *file, void *buf, size_t len,
 	}
 	zs->next_off = off + len;
 	return (ssize_t)len;
+}
+
+int kiln_zread_next_data(struct kiln_file *file, uint64_t off,
+			 uint64_t *data_off, uint64_t *data_end)
+{
+	uint64_t size = file->inode.size, pos = off;
+	struct kiln_zstate *zs;
+	struct kiln_zext ext;
+	bool in_data = false;
+	int err;
+
+	if (off >= size)
+		return -ENXIO;
+	err = zstate_get(file, &zs);
+	if (err)
+		return err;
+	/* 1. skip hole extents; 2. extend over data extents */
+	while (pos < size) {
+		err = kiln_zmap_lookup(&zs->map, pos, &ext);
+		if (err)
+			return err;
+		if (ext.kind == KILN_ZEXT_HOLE) {
+			if (in_data)
+				break;
+		} else if (!in_data) {
+			in_data = true;
+			*data_off = pos;
+		}
+		pos = ext.la + ext.llen;
+	}
+	if (!in_data)
+		return -ENXIO;
+	*data_end = KILN_MIN(pos, size);
+	return 0;
 }
 
 void kiln_zread_release(struct kiln_file *file)

@@ -310,6 +310,48 @@ TEST(decompress_rejects_truncated_and_corrupt_streams)
 	}
 }
 
+TEST(split_output_matches_contiguous_output)
+{
+	static uint8_t comp[IN_LEN + 4096], a[IN_LEN], b[IN_LEN], c[IN_LEN];
+
+	FOR_EACH_CODEC(id) {
+		struct rig r;
+		int level = kiln_codec_get(id)->default_level;
+		ssize_t n;
+
+		if (!kiln_codec_get(id)->decompress_segs)
+			continue;
+		if (!rig_init(&r, id, level)) {
+			CHECK(0);
+			rig_release(&r);
+			continue;
+		}
+		n = r.ops->compress(r.cws, level, comp, sizeof(comp), text,
+				    IN_LEN);
+		CHECK(n > 0);
+		for (size_t cut = 0; n > 0 && cut < IN_LEN; cut += 17011) {
+			struct kiln_codec_seg seg[3] = {
+				{ a, cut }, { b, 5000 }, { c, IN_LEN - cut - 5000 },
+			};
+
+			if (cut + 5000 > IN_LEN)
+				break;
+			CHECK_EQ(r.ops->decompress_segs(r.dws, seg, 3, comp,
+							(size_t)n, false), 0);
+			CHECK(!memcmp(a, text, cut));
+			CHECK(!memcmp(b, text + cut, 5000));
+			CHECK(!memcmp(c, text + cut + 5000,
+				      IN_LEN - cut - 5000));
+			/* one byte short of the stream: exactness still holds */
+			seg[2].len++;
+			CHECK_EQ(r.ops->decompress_segs(r.dws, seg, 3, comp,
+							(size_t)n, false),
+				 -KILN_ECORRUPT);
+		}
+		rig_release(&r);
+	}
+}
+
 TEST(zstd_rejects_windows_over_one_mib)
 {
 	/* frame header: magic, descriptor 0 (window byte follows), window 2^21 */
@@ -441,6 +483,7 @@ int main(void)
 		TAP_ENTRY(compress_reports_enospc_when_output_cannot_fit),
 		TAP_ENTRY(decompress_enforces_exact_length),
 		TAP_ENTRY(decompress_rejects_truncated_and_corrupt_streams),
+		TAP_ENTRY(split_output_matches_contiguous_output),
 		TAP_ENTRY(zstd_rejects_windows_over_one_mib),
 		TAP_ENTRY(erofs_algorithms_map_to_decoders),
 		TAP_ENTRY(config_records_have_the_kernel_sizes),
