@@ -133,6 +133,12 @@ int kiln_inode_blocks(struct kiln_image *img, const struct kiln_inode *in,
 ssize_t kiln_zread(struct kiln_file *file, void *buf, size_t len,
 		   uint64_t off);
 void kiln_zread_release(struct kiln_file *file);
+/*
+ * kiln_file_next_data() for compressed inodes: holes are the hole extents
+ * of the 48-bit layout; everything else is data.
+ */
+int kiln_zread_next_data(struct kiln_file *file, uint64_t off,
+			 uint64_t *data_off, uint64_t *data_end);
 /* Free the image's compressed-read state (img->zctx); kiln_image_close(). */
 void kiln_zimage_release(struct kiln_image *img);
 
