@@ -275,6 +275,9 @@ KILN_API int kiln_file_next_data(struct kiln_file *file, uint64_t off,
 		return -ENXIO;
 	if (in->datalayout == EROFS_INODE_FLAT_PLAIN && in->null_startblk)
 		return -ENXIO;
+	if (in->datalayout == EROFS_INODE_COMPRESSED_FULL ||
+	    in->datalayout == EROFS_INODE_COMPRESSED_COMPACT)
+		return kiln_zread_next_data(file, off, data_off, data_end);
 	if (in->datalayout != EROFS_INODE_CHUNK_BASED) {
 		*data_off = off;
 		*data_end = in->size;

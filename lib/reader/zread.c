@@ -512,6 +512,11 @@ int kiln_zread_next_data(struct kiln_file *file, uint64_t off,
 			in_data = true;
 			*data_off = pos;
 		}
+		if (ext.la + ext.llen <= pos)
+			return KILN_CORRUPT(file->img,
+					    "nid %llu: extent at %llu does not advance",
+					    (unsigned long long)file->inode.nid,
+					    (unsigned long long)pos);
 		pos = ext.la + ext.llen;
 	}
 	if (!in_data)
