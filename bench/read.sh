@@ -61,7 +61,7 @@ lib_workloads() { # $1 = label, $2 = image, $3.. = readbench flags
 	rb() { drop_caches; "$READBENCH" "$@" | sed -n 's/.*MiB\/s=\([0-9.]*\) IOPS=\([0-9]*\).*/\2 \1/p'; }
 	R[$l,seq_shifted_1j]=$(rb "$@" --bs 4k --size 28m "$img" /shifted_mixed.bin)
 	R[$l,rand4k_shifted_1j]=$(rb "$@" --rand --bs 4k --size 28m --io-size 28m "$img" /shifted_mixed.bin)
-	R[$l,rand4k_shifted_4j]=$(rb "$@" --rand --jobs 4 --bs 4k --size 28m --io-size 7m "$img" /shifted_mixed.bin)
+	R[$l,rand4k_shifted_4j]=$(rb "$@" --rand --jobs 4 --bs 4k --size 28m --io-size 28m "$img" /shifted_mixed.bin)
 	R[$l,rand4k_48bit_1j]=$(rb "$@" --rand --bs 4k --io-size $IO1 "$img" /large_48bit.bin)
 	R[$l,rand4k_48bit_4j]=$(rb "$@" --rand --jobs 4 --bs 4k --io-size $IO4 "$img" /large_48bit.bin)
 	R[$l,seq_48bit_cold]=$(rb "$@" --bs 128k ${SEQ48:+--size 64m} "$img" /large_48bit.bin)
