@@ -37,7 +37,7 @@ enum kiln_build_flags {
 
 /* How compressed files are mapped (see docs/format notes, section 7). */
 enum kiln_compress_layout {
-	KILN_COMPRESS_LAYOUT_AUTO = 0,	/* classic, the widest kernel support */
+	KILN_COMPRESS_LAYOUT_AUTO = 0,	/* extents for zstd/deflate, else classic */
 	KILN_COMPRESS_LAYOUT_CLASSIC,	/* fixed-output pclusters, lcluster indexes */
 	KILN_COMPRESS_LAYOUT_EXTENTS,	/* fixed-input extents (48-bit, 6.15+) */
 };
@@ -108,6 +108,26 @@ struct kiln_build_opts {
 	 * bytes of image; otherwise its data is stored raw. 0 = one block.
 	 */
 	uint32_t raw_margin;
+	/*
+	 * Bytes the build may use for file data in flight and codec
+	 * workspaces together (0 = 64 MiB or 8 MiB per thread, whichever is
+	 * more, plus workspaces up to 1 GiB). Whatever the value, one
+	 * workspace and one item always fit, so a tiny limit only makes the
+	 * build slower; the image is the same. Metadata (about 200 bytes per
+	 * file plus its names) comes on top.
+	 */
+	uint64_t memory_limit;
+	/*
+	 * Compress hints file, or NULL: lines "PATTERN ALG[:LEVEL]
+	 * [PCLUSTER_SIZE]" ('#' starts a comment line). PATTERN is a glob
+	 * (fnmatch(3), '*' matches '/' too) on the path relative to the
+	 * source root, or on the bare name when it has no '/'; the first
+	 * matching line gives a file its codec ("none": stored as is),
+	 * level and pcluster size; other files use @compress. Needs
+	 * @compress; with it the image may use at most two on-disk
+	 * algorithms (lz4 and lz4hc are one).
+	 */
+	const char *compress_hints;
 };
 
 struct kiln_build_stats {
@@ -119,6 +139,9 @@ struct kiln_build_stats {
 	uint64_t shared_xattrs;
 	double seconds;
 	uint64_t peak_rss;		/* bytes: getrusage() ru_maxrss */
+	/* oldest Linux that mounts the image ("6.15"), and the feature why */
+	const char *min_kernel;		/* constant strings */
+	const char *min_kernel_why;
 };
 
 /*

@@ -45,10 +45,11 @@ static int build_setup(struct kiln_build *b, const char *source,
 			 "volume label longer than 15 bytes");
 		return -EINVAL;
 	}
-	if (b->opts.source_kind != KILN_SOURCE_DIR) {
-		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: tar input is not supported yet",
-			 source);
-		return -EOPNOTSUPP;
+	if (b->opts.source_kind != KILN_SOURCE_DIR &&
+	    b->opts.source_kind != KILN_SOURCE_TAR) {
+		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: unknown source kind %d",
+			 source, (int)b->opts.source_kind);
+		return -EINVAL;
 	}
 	b->shared_xattr_min = b->opts.shared_xattr_min ? b->opts.shared_xattr_min
 						       : 2;
@@ -126,20 +127,26 @@ KILN_API int kiln_build(const char *source, const char *image,
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	err = build_setup(b, source, image, opts);
 	/* 1. the tree, in memory, without file data */
-	if (!err)
+	if (!err && b->opts.source_kind == KILN_SOURCE_DIR)
 		err = kiln_scan_tree(b);
 	/* b->zctx stays NULL when no compression is asked for */
 	if (!err)
 		err = kiln_zctx_new(&b->opts, b->blkszbits, &b->lg, &b->zctx);
-	if (!err) {
-		settle_times(b);
+	if (!err)
 		err = kiln_out_open(&b->out, image, b->blkszbits,
 				    kiln_super_first_data_blk(b->blkszbits),
 				    &b->lg);
-	}
-	/* 2. file data, streamed in tree order */
+	/* 1. (tar) the tree and regular files' data, in one pass */
+	if (!err && b->opts.source_kind == KILN_SOURCE_TAR)
+		err = kiln_tar_scan(b);
+	if (!err)
+		settle_times(b);
+	/* 2. file data, streamed in tree order (tar: the rest of it) */
 	if (!err)
 		err = kiln_data_write_all(b);
+	/* 2b. fragments: the packed inode, after every file's tail */
+	if (!err)
+		err = kiln_packed_write(b);
 	/* 3. inode positions and nids, 4. the metadata, 5. the superblock */
 	if (!err)
 		err = kiln_layout_assign_nids(b);
@@ -147,6 +154,9 @@ KILN_API int kiln_build(const char *source, const char *image,
 		err = kiln_layout_write_meta(b);
 	if (!err)
 		err = kiln_super_write(b);
+	/* 6. with --verify: read the image back before it takes the name */
+	if (!err && (b->opts.flags & KILN_BUILD_VERIFY))
+		err = kiln_verify(b, b->image_blocks << b->blkszbits);
 	if (!err) {
 		struct kiln_out *out = b->out;
 

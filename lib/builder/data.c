@@ -22,14 +22,12 @@
 #define KILN_CHUNK_TABLE_MAX (256u * 1024u)
 #define KILN_CHUNK_MAX_BITS 31u	/* chunkbits - blkszbits fits 5 bits */
 
-struct extent {
-	uint64_t start, end;		/* data bytes [start, end) */
-};
-
 struct src_file {
 	struct kiln_build *b;
 	const char *path;
-	int fd;
+	int fd;				/* -1: a stream, read through @read */
+	kiln_src_read_fn read;
+	void *read_ctx;
 };
 
 static int data_error(struct kiln_build *b, const char *path, int err,
@@ -86,6 +84,8 @@ static int src_pread(struct src_file *src, void *buf, size_t len, uint64_t off)
 {
 	char *p = buf;
 
+	if (src->fd < 0)
+		return src->read(src->read_ctx, buf, len, off);
 	while (len) {
 		ssize_t n = pread(src->fd, p, len, (off_t)off);
 
@@ -186,9 +186,10 @@ static int write_flat(struct kiln_build *b, struct kiln_node *n,
 
 /* Data extents by SEEK_DATA/SEEK_HOLE; *@nr = 0 for an all-hole file. */
 static int find_extents(struct src_file *src, uint64_t size,
-			struct extent **extp, size_t *nr, bool *supported)
+			struct kiln_data_extent **extp, size_t *nr,
+			bool *supported)
 {
-	struct extent *ext = NULL;
+	struct kiln_data_extent *ext = NULL;
 	size_t cap = 0, count = 0;
 	uint64_t off = 0;
 
@@ -211,7 +212,7 @@ static int find_extents(struct src_file *src, uint64_t size,
 		if ((uint64_t)d >= size)
 			break;
 		if (count == cap) {
-			struct extent *v;
+			struct kiln_data_extent *v;
 
 			cap = cap ? cap * 2 : 16;
 			v = realloc(ext, cap * sizeof(*v));
@@ -240,7 +241,8 @@ static unsigned int ceil_log2(uint64_t x)
  * (block-aligned hole boundaries stay exact), grown further only while the
  * table would be larger than KILN_CHUNK_TABLE_MAX.
  */
-static unsigned int choose_chunkbits(const struct extent *ext, size_t nr,
+static unsigned int choose_chunkbits(const struct kiln_data_extent *ext,
+				     size_t nr,
 				     uint64_t size, unsigned int blkszbits)
 {
 	uint64_t blksz = 1ull << blkszbits, bounds = 0;
@@ -264,7 +266,7 @@ static unsigned int choose_chunkbits(const struct extent *ext, size_t nr,
 }
 
 static int write_chunked(struct kiln_build *b, struct kiln_node *n,
-			 struct src_file *src, const struct extent *ext,
+			 struct src_file *src, const struct kiln_data_extent *ext,
 			 size_t nr)
 {
 	unsigned int bits = choose_chunkbits(ext, nr, n->size, b->blkszbits);
@@ -320,10 +322,28 @@ static bool zmap_placeable(const struct kiln_build *b,
 	return false;
 }
 
-static int write_regular(struct kiln_build *b, struct kiln_node *n)
+/* @zf: the data compressed by a worker (now ours), not yet in the image. */
+static int commit_compressed(struct kiln_build *b, struct kiln_node *n,
+			     struct kiln_zfile *zf)
+{
+	int err;
+
+	n->zf = zf;
+	b->stats.input_bytes += n->size;
+	err = kiln_zfile_commit(zf, b->out);
+	if (!err && kiln_zfile_has_inline(zf) && !zmap_placeable(b, n))
+		err = kiln_zfile_drop_inline(zf, b->out);
+	if (!err)
+		n->datalayout = (uint8_t)kiln_zfile_datalayout(zf);
+	return err;
+}
+
+/* @raw: a worker found the data not worth compressing. */
+static int write_regular(struct kiln_build *b, struct kiln_node *n, bool raw)
 {
 	char path[KILN_PATH_BUF];
 	struct src_file src = { .b = b, .path = path };
+	struct kiln_zctx *zc = kiln_node_zctx(b, n);	/* compress hints */
 	struct stat st;
 	int err = 0;
 
@@ -355,8 +375,8 @@ static int write_regular(struct kiln_build *b, struct kiln_node *n)
 	n->datalayout = EROFS_INODE_FLAT_PLAIN;
 	if (!n->size)
 		goto out;
-	if (b->zctx) {
-		err = kiln_zfile_write(b->zctx, b->out, src_read_cb, &src,
+	if (zc && !raw) {
+		err = kiln_zfile_write(zc, b->out, src_read_cb, &src,
 				       n->size, &n->zf);
 		if (!err && kiln_zfile_has_inline(n->zf) &&
 		    !zmap_placeable(b, n))
@@ -369,7 +389,7 @@ static int write_regular(struct kiln_build *b, struct kiln_node *n)
 		err = 0;	/* not worth compressing: store it */
 	}
 	if ((n->flags & KILN_NODE_SPARSE) && n->size >= b->blksz) {
-		struct extent *ext = NULL;
+		struct kiln_data_extent *ext = NULL;
 		size_t nr = 0;
 		bool supported;
 
@@ -434,40 +454,112 @@ static int reserve_dir(struct kiln_build *b, struct kiln_node *n)
 	return full ? kiln_out_reserve(b->out, full, &n->startblk) : 0;
 }
 
+static int data_buffers(struct kiln_build *b)
+{
+	if (b->iobuf)
+		return 0;
+	b->iobuf_size = KILN_IOBUF_SIZE;
+	b->iobuf = malloc(b->iobuf_size + b->blksz);
+	return b->iobuf ? 0 : -ENOMEM;
+}
+
+int kiln_data_write_stream(struct kiln_build *b, struct kiln_node *n,
+			   const char *path, kiln_src_read_fn read, void *ctx,
+			   const struct kiln_data_extent *ext, size_t nr)
+{
+	struct src_file src = {
+		.b = b, .path = path, .fd = -1, .read = read, .read_ctx = ctx,
+	};
+	int err = data_buffers(b);
+
+	if (err)
+		return err;
+	n->flags |= KILN_NODE_STREAMED;
+	n->datalayout = EROFS_INODE_FLAT_PLAIN;
+	b->stats.input_bytes += n->size;
+	if (!n->size)
+		return 0;
+	if (kiln_node_zctx(b, n)) {
+		/* the inline tail is checked once the inode's shape is known */
+		err = kiln_zfile_write(kiln_node_zctx(b, n), b->out, read, ctx,
+				       n->size, &n->zf);
+		if (err <= 0) {
+			if (!err)
+				n->datalayout = (uint8_t)kiln_zfile_datalayout(n->zf);
+			return err;
+		}
+	}
+	/*
+	 * Which xattrs end up shared is known only after the whole stream:
+	 * until shape_inode() assume the worst (core + xattrs) mod 32, so an
+	 * inline tail chosen now fits wherever the inode goes.
+	 */
+	n->extended = true;
+	n->xattr_size = n->nr_xattrs ? EROFS_ISLOT_SIZE - 4 : 0;
+	if ((n->flags & KILN_NODE_SPARSE) && n->size >= b->blksz &&
+	    !(nr == 1 && ext[0].start < b->blksz &&
+	      ext[0].end + b->blksz > n->size))
+		return write_chunked(b, n, &src, ext, nr);
+	return write_flat(b, n, &src);
+}
+
+/* A streamed file whose map cannot go anywhere keeps no inline tail. */
+static int finish_streamed(struct kiln_build *b, struct kiln_node *n)
+{
+	int err;
+
+	if (!n->zf || !kiln_zfile_has_inline(n->zf) || zmap_placeable(b, n))
+		return 0;
+	err = kiln_zfile_drop_inline(n->zf, b->out);
+	if (!err)
+		n->datalayout = (uint8_t)kiln_zfile_datalayout(n->zf);
+	return err;
+}
+
 int kiln_data_write_all(struct kiln_build *b)
+{
+	int err = data_buffers(b);
+
+	if (err)
+		return err;
+	/* inline xattr sizes depend on which xattrs are shared */
+	kiln_xattr_assign_shared(&b->xt, b->shared_xattr_min);
+	return kiln_data_pipeline(b);
+}
+
+int kiln_data_commit_node(struct kiln_build *b, struct kiln_node *n,
+			  struct kiln_zfile *zf, bool raw)
 {
 	int err = 0;
 
-	/* inline xattr sizes depend on which xattrs are shared */
-	kiln_xattr_assign_shared(&b->xt, b->shared_xattr_min);
-	b->iobuf_size = KILN_IOBUF_SIZE;
-	b->iobuf = malloc(b->iobuf_size + b->blksz);
-	if (!b->iobuf)
-		return -ENOMEM;
-	for (size_t i = 0; !err && i < b->nr_nodes; i++) {
-		struct kiln_node *n = b->nodes[i];
-
+	if (zf)
+		n->zf = zf;	/* freed with the tree whatever happens */
+	if (!(n->flags & KILN_NODE_STREAMED))
 		n->datalayout = EROFS_INODE_FLAT_PLAIN;
-		if (!S_ISDIR(n->mode))
-			err = shape_inode(b, n);
-		if (err)
-			break;
-		switch (n->mode & S_IFMT) {
-		case S_IFREG:
-			err = write_regular(b, n);
-			break;
-		case S_IFLNK:
-			err = write_symlink(b, n);
-			break;
-		case S_IFDIR:
-			err = reserve_dir(b, n);
-			break;
-		default:
-			break;
-		}
-		if (S_ISREG(n->mode))
-			kiln_progress_add_done(&b->progress, 1, n->size);
-		kiln_progress_tick(&b->progress);
+	if (!S_ISDIR(n->mode))
+		err = shape_inode(b, n);
+	if (err)
+		return err;
+	switch (n->mode & S_IFMT) {
+	case S_IFREG:
+		if (n->flags & KILN_NODE_STREAMED)
+			err = finish_streamed(b, n);
+		else if (zf)
+			err = commit_compressed(b, n, zf);
+		else
+			err = write_regular(b, n, raw);
+		break;
+	case S_IFLNK:
+		err = write_symlink(b, n);
+		break;
+	case S_IFDIR:
+		err = reserve_dir(b, n);
+		break;
+	default:
+		break;
 	}
+	if (S_ISREG(n->mode) && !(n->flags & KILN_NODE_STREAMED))
+		kiln_progress_add_done(&b->progress, 1, n->size);
+	kiln_progress_tick(&b->progress);
 	return err;
 }

@@ -55,6 +55,11 @@ struct kiln_dentry {
 
 enum kiln_node_flags {
 	KILN_NODE_SPARSE = 1u << 0,	/* scan saw fewer blocks than size */
+	KILN_NODE_STREAMED = 1u << 1,	/* data written while streaming (tar) */
+	KILN_NODE_IMPLICIT = 1u << 2,	/* tar: a parent without an entry */
+	KILN_NODE_LINKED = 1u << 3,	/* tar: reached from the root */
+	KILN_NODE_HASHED = 1u << 4,	/* data_hash holds the data's XXH3 */
+	KILN_NODE_ZCTX = 1u << 5,	/* zctx chosen by path (compress hints) */
 };
 
 /* One inode of the image. */
@@ -70,6 +75,8 @@ struct kiln_node {
 	uint64_t size;			/* i_size */
 	dev_t src_dev;
 	ino_t src_ino;
+	uint64_t data_hash;		/* XXH3-64 of the data (HASHED) */
+	struct kiln_zctx *zctx;		/* with KILN_NODE_ZCTX */
 
 	/* xattrs: items sorted by (index, name) */
 	struct kiln_xattr_item **xattrs;
@@ -120,6 +127,7 @@ struct kiln_build {
 	/* the image */
 	struct kiln_out *out;
 	struct kiln_zctx *zctx;		/* NULL: no compression */
+	struct kiln_node *packed;	/* packed inode (fragments), in nodes */
 	uint8_t *tails;			/* inline tails of all files */
 	uint64_t tails_len, tails_cap;
 	void *iobuf;			/* data copy buffer */
@@ -213,11 +221,82 @@ int kiln_dir_encode(const struct kiln_dirent_src *ents, size_t n,
 int kiln_dir_entries(const struct kiln_node *n,
 		     struct kiln_dirent_src **ents, size_t *nr);
 
+/* scan-tar.c (scan-tar-none.c without libarchive) */
+/*
+ * Read the tar stream b->source ("-": stdin) in one pass into the tree,
+ * writing each regular file's data as it streams by (b->out and b->zctx
+ * must be open). With KILN_BUILD_VERIFY each file's data_hash is set.
+ */
+int kiln_tar_scan(struct kiln_build *b);
+
+/* verify.c */
+/*
+ * Open the image written so far (@size bytes of b->out) with the reader
+ * and compare every inode with the tree and the source: directory
+ * sources are read again, streamed files are checked by data_hash.
+ * 0, or -EIO after logging "<path>: <what differs>".
+ */
+int kiln_verify(struct kiln_build *b, uint64_t size);
+
 /* data.c */
+/* Data bytes [start, end) of a sparse file. */
+struct kiln_data_extent {
+	uint64_t start, end;
+};
 int kiln_data_write_all(struct kiln_build *b);
+/*
+ * The data pass's work for node @n, on the one writer in tree order:
+ * shape the inode and place its data. For a regular file, @zf is its data
+ * compressed by a worker and not yet in the image (the node owns it from
+ * now on), or NULL: read and store it here, uncompressed when @raw (a
+ * worker found it not worth compressing).
+ */
+int kiln_data_commit_node(struct kiln_build *b, struct kiln_node *n,
+			  struct kiln_zfile *zf, bool raw);
+
+/* pipeline.c */
+/*
+ * Run every node through kiln_data_commit_node() in tree order, with the
+ * regular files' reading and compressing done by b->opts.threads workers
+ * (big files in fixed segments) within b->opts.memory_limit.
+ */
+int kiln_data_pipeline(struct kiln_build *b);
+/*
+ * Write the data of regular file @n (n->size bytes, attributes and xattrs
+ * already set) as a stream source delivers it: @read is called with
+ * offsets that only grow, except for one restart at 0 when a compression
+ * attempt gives up. @ext/@nr: the data ranges of a KILN_NODE_SPARSE file.
+ * @path names the file in messages. kiln_data_write_all() later finishes
+ * the node.
+ */
+int kiln_data_write_stream(struct kiln_build *b, struct kiln_node *n,
+			   const char *path, kiln_src_read_fn read, void *ctx,
+			   const struct kiln_data_extent *ext, size_t nr);
 /* Bytes of inline tail data of @n kept in the tail arena. */
 const uint8_t *kiln_data_tail(const struct kiln_build *b,
 			      const struct kiln_node *n);
+
+/* hints.c */
+/*
+ * The compression context for regular file @n: b->zctx, the one its
+ * compress hint names, or NULL when it is to be stored uncompressed.
+ */
+struct kiln_zctx *kiln_node_zctx(const struct kiln_build *b,
+				 const struct kiln_node *n);
+/*
+ * Choose @n's context now from @rel, its path relative to the root (for
+ * a node not yet linked into the tree, as a tar entry while it streams).
+ */
+void kiln_node_pick_zctx(const struct kiln_build *b, struct kiln_node *n,
+			 const char *rel);
+
+/* packed.c */
+/*
+ * After the data pass: store the fragment buffer as the packed inode (an
+ * unlinked regular file appended to b->nodes, b->packed). No-op without
+ * fragments.
+ */
+int kiln_packed_write(struct kiln_build *b);
 
 /* layout.c */
 int kiln_layout_assign_nids(struct kiln_build *b);

@@ -208,6 +208,11 @@ int kiln_out_append(struct kiln_out *out, const void *buf, size_t len,
 	return kiln_out_pwrite(out, buf, len, *blk << out->blkszbits);
 }
 
+int kiln_out_fd(const struct kiln_out *out)
+{
+	return out->fd;
+}
+
 void kiln_out_digest(const struct kiln_out *out, uint8_t digest[16])
 {
 	XXH128_hash_t h = XXH3_128bits_digest(out->hash);

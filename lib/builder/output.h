@@ -60,6 +60,12 @@ int kiln_out_pread(struct kiln_out *out, void *buf, size_t len, uint64_t off);
 int kiln_out_append(struct kiln_out *out, const void *buf, size_t len,
 		    kiln_blk_t *blk);
 
+/*
+ * The temporary file's descriptor, for reading the image back (verify):
+ * owned by @out, valid until kiln_out_commit() or kiln_out_abort().
+ */
+int kiln_out_fd(const struct kiln_out *out);
+
 /* 128-bit hash of everything written so far (for content-derived UUIDs). */
 void kiln_out_digest(const struct kiln_out *out, uint8_t digest[16]);
 

@@ -12,6 +12,7 @@
 #include "builder/internal.h"
 #include "builder/output.h"
 #include "format/erofs_fs.h"
+#include "format/kernel.h"
 #include "util/checked.h"
 #include "util/endian.h"
 
@@ -67,6 +68,20 @@ static void content_uuid(const struct kiln_build *b,
 	uuid[8] = (uint8_t)((uuid[8] & 0x3F) | 0x80);	/* variant 10 */
 }
 
+/* Record the oldest kernel that mounts what the superblock announces. */
+static void note_kernel(struct kiln_build *b, const struct erofs_super_block *sb)
+{
+	uint32_t incompat = kiln_le32(sb->feature_incompat);
+	struct kiln_kernel_need k;
+
+	kiln_kernel_need(kiln_le32(sb->feature_compat), incompat,
+			 (incompat & EROFS_FEATURE_INCOMPAT_COMPR_CFGS) ?
+				 kiln_le16(sb->u1.available_compr_algs) : 0,
+			 b->blkszbits, &k);
+	b->stats.min_kernel = k.version;
+	b->stats.min_kernel_why = k.why;
+}
+
 int kiln_super_write(struct kiln_build *b)
 {
 	size_t len = sb_block_len(b->blksz);
@@ -90,6 +105,8 @@ int kiln_super_write(struct kiln_build *b)
 		if (cfgs < 0)
 			return (int)cfgs;
 	}
+	if (b->packed)
+		sb->packed_nid = kiln_cpu_to_le64(b->packed->nid);
 	if (b->opts.flags & KILN_BUILD_UUID) {
 		memcpy(sb->uuid, b->opts.uuid, 16);
 	} else if (b->opts.flags & KILN_BUILD_RANDOM_UUID) {
@@ -100,6 +117,7 @@ int kiln_super_write(struct kiln_build *b)
 	} else {
 		content_uuid(b, sb, sb->uuid);
 	}
+	note_kernel(b, sb);
 	/* CRC32C, initial ~0, no final xor, checksum field zero while hashed */
 	sb->checksum = 0;
 	sb->checksum = kiln_cpu_to_le32(crc32_iscsi(block, (int)len,

@@ -36,7 +36,7 @@ int kiln_zfile_compress(struct kiln_zctx *zc, kiln_src_read_fn read,
 
 size_t kiln_zfile_held_bytes(const struct kiln_zfile *zf)
 {
-	return zf->held_len;
+	return zf->held_len + zf->frag_len;
 }
 
 static bool has_pcluster(const struct kiln_zext *e)
@@ -112,8 +112,9 @@ int kiln_zfile_commit(struct kiln_zfile *zf, struct kiln_out *out)
 	uint64_t base;
 	int err;
 
-	if (!zf->held)
-		return 0;
+	err = kiln_zfile_place_fragment(zf);
+	if (err || !zf->held)
+		return err;
 	if (zf->zc->dd)
 		return commit_dedupe(zf, out);
 	err = kiln_out_append(out, zf->held, zf->held_len, &blk);
@@ -158,6 +159,8 @@ int kiln_zfile_write(struct kiln_zctx *zc, struct kiln_out *out,
 	kiln_zindex_choose(zf);
 	if (!err && out && !pack_out)
 		err = kiln_zfile_commit(zf, out);
+	else if (!err && out)
+		err = kiln_zfile_place_fragment(zf);
 	if (err) {
 		kiln_zfile_free(zf);
 		return err;
@@ -174,6 +177,7 @@ void kiln_zfile_free(struct kiln_zfile *zf)
 	free(zf->ext);
 	free(zf->idata);
 	free(zf->held);
+	free(zf->frag);
 	free(zf);
 }
 

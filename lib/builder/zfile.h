@@ -87,6 +87,24 @@ int kiln_zfile_compress(struct kiln_zctx *zc, kiln_src_read_fn read,
 size_t kiln_zfile_held_bytes(const struct kiln_zfile *zf);
 int kiln_zfile_commit(struct kiln_zfile *zf, struct kiln_out *out);
 
+/*
+ * A big file in segments, so one file also uses every worker and memory
+ * stays bounded: _compress_part() compresses bytes [@off, @off + @len) of
+ * a @size-byte file (any thread, like kiln_zfile_compress(); @read still
+ * gets file offsets). Each part packs on its own, so the bytes depend on
+ * the segment boundaries, which must come from the input alone. Returns 1
+ * (store the whole file uncompressed) only for the part at offset 0. The
+ * one writer commits the parts in file order, each with
+ * kiln_zfile_commit() followed by kiln_zfile_join(): the first part
+ * becomes *@whole, later ones are moved into it and freed. After the last
+ * one, kiln_zfile_seal() chooses the map; then *@whole is like any zfile.
+ */
+int kiln_zfile_compress_part(struct kiln_zctx *zc, kiln_src_read_fn read,
+			     void *read_ctx, uint64_t off, uint64_t len,
+			     uint64_t size, struct kiln_zfile **part);
+int kiln_zfile_join(struct kiln_zfile **whole, struct kiln_zfile *part);
+void kiln_zfile_seal(struct kiln_zfile *whole);
+
 /* enum erofs_datalayout to put in i_format (COMPRESSED_FULL/_COMPACT). */
 unsigned int kiln_zfile_datalayout(const struct kiln_zfile *zf);
 /* Physical blocks used (i_u of the inode). */

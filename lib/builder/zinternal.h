@@ -68,8 +68,25 @@ struct kiln_zfile {
 	uint64_t fragoff;		/* KILN_ZMAP_FRAGMENT */
 	uint8_t *held;			/* pclusters not yet in the image */
 	size_t held_len;		/* (pstart relative to held[0]) */
+	uint8_t *frag;			/* tail for the packed inode, until */
+	uint32_t frag_len;		/* commit gives it fragoff */
 
 	struct kiln_zctx *zc;		/* for kiln_zfile_drop_inline() */
+	unsigned int seg;		/* enum kiln_zseg_flags (zseg.c) */
+	uint64_t seg_off;		/* a part: file offset of its byte 0 */
+};
+
+/* A file compressed in segments (zseg.c): where this part sits. */
+enum kiln_zseg_flags {
+	KILN_ZSEG_CONT	= 1u << 0,	/* not the first: never handed back raw */
+	KILN_ZSEG_MORE	= 1u << 1,	/* not the last: no inline tail */
+};
+
+/* One line of a compress hints file (hints.c). */
+struct kiln_zhint {
+	char *pattern;
+	struct kiln_zctx *zc;		/* NULL: store matching files raw */
+	bool owner;			/* else an earlier line's zc, shared */
 };
 
 struct kiln_zctx {
@@ -84,7 +101,16 @@ struct kiln_zctx {
 	uint32_t max_in;		/* input bytes per classic pcluster */
 
 	struct kiln_zdedupe *dd;	/* NULL: no dedupe; committer only */
+	struct kiln_zfrag *frag;	/* NULL: no fragments; committer only */
 	struct kiln_wspool *pool;	/* compress workspaces */
+	/*
+	 * Compress hints: each line's own context (its codec, level and
+	 * pcluster size, this one's flags) shares dd and frag with this
+	 * root and records what it uses here.
+	 */
+	struct kiln_zctx *root;		/* self, or the context with the hints */
+	struct kiln_zhint *hints;
+	size_t nr_hints;
 
 	pthread_mutex_t lock;		/* guards what follows */
 	/* what the image uses, for the superblock */
@@ -104,8 +130,26 @@ void *kiln_zctx_get_ws(struct kiln_zctx *zc);
 void kiln_zctx_put_ws(struct kiln_zctx *zc, void *ws);
 void kiln_zctx_note_file(struct kiln_zctx *zc, const struct kiln_zfile *zf);
 
+/* hints.c: compress hints (zctx->hints) */
+int kiln_zctx_load_hints(struct kiln_zctx *zc, const char *path,
+			 const struct kiln_build_opts *opts);
+void kiln_zctx_free_hints(struct kiln_zctx *zc);
+/*
+ * A context with @root's options but codec @spec and pcluster size
+ * @pcluster, sharing @root's dedupe table, fragments and feature record.
+ */
+int kiln_zctx_new_child(struct kiln_zctx *root,
+			const struct kiln_build_opts *opts,
+			const struct kiln_compress_spec *spec, uint32_t pcluster,
+			struct kiln_zctx **out);
+/* The context for the file at @rel (relative path), NULL: store raw. */
+struct kiln_zctx *kiln_zctx_for_path(struct kiln_zctx *zc, const char *rel);
+
 /* zfile.c: extent list */
 int kiln_zfile_add(struct kiln_zfile *zf, const struct kiln_zext *e);
+
+/* packed.c: store @zf's held tail in the fragment buffer (committer). */
+int kiln_zfile_place_fragment(struct kiln_zfile *zf);
 
 /* zpack.c: compress a file's data into pclusters appended to @out */
 int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,

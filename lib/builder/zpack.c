@@ -185,6 +185,8 @@ static int zpack_init(struct zpack *z, struct kiln_zctx *zc,
 	if (err)
 		return err;
 	z->ws = kiln_zctx_get_ws(zc);
+	/* a later segment of a file that already proved compressible */
+	z->sink.decided = (zf->seg & KILN_ZSEG_CONT) != 0;
 	return 0;
 }
 
@@ -310,6 +312,40 @@ static int set_inline(struct zpack *z, uint64_t pos, uint32_t llen,
 }
 
 /*
+ * Make [pos, size) the tail extent kept in the packed inode (fragments):
+ * the bytes are held until commit, which gives them their offset. From
+ * offset 0 of a whole file, the whole file is a fragment.
+ */
+static int set_fragment(struct zpack *z, uint64_t pos, const uint8_t *data,
+			uint32_t len)
+{
+	struct kiln_zfile *zf = z->zf;
+
+	zf->frag = malloc(len);
+	if (!zf->frag)
+		return -ENOMEM;
+	memcpy(zf->frag, data, len);
+	zf->frag_len = len;
+	if (!pos && !(zf->seg & KILN_ZSEG_CONT))
+		zf->kind = KILN_ZMAP_FRAGMENT;
+	/*
+	 * A HEAD1 record: Linux takes a PLAIN head's pcluster length (none
+	 * here) for its size and refuses the extent as longer than that.
+	 */
+	return add_extent(z, pos, len, 0, 0,
+			  (uint8_t)(z->zc->ops->erofs_alg + 1),
+			  KILN_ZEXT_FRAGMENT);
+}
+
+/* Whether @zf's tail may go to the packed inode (never the packed inode's). */
+static bool use_fragments(const struct kiln_zctx *zc,
+			  const struct kiln_zfile *zf)
+{
+	return (zc->flags & KILN_COMPRESS_FRAGMENTS) && zc->frag &&
+	       !(zf->seg & KILN_ZSEG_MORE);
+}
+
+/*
  * Try to store all of the last @rem bytes inline (ztailpacking), before
  * the fixed-output compressor would give them a block of their own:
  * compressed if that is smaller, else raw if they fit.
@@ -417,6 +453,13 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 		       struct kiln_zfile *zf)
 {
 	const uint32_t bs = kiln_zctx_blksz(zc);
+	const bool frags = use_fragments(zc, zf);
+	/*
+	 * Only a file's last segment may end in an inline tail, and a tail
+	 * goes inline or to the packed inode, not both.
+	 */
+	const bool tailpack = (zc->flags & KILN_COMPRESS_ZTAILPACKING) &&
+			      !(zf->seg & KILN_ZSEG_MORE) && !frags;
 	struct zpack z;
 	uint64_t pos = 0;
 	int err;
@@ -436,8 +479,12 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 		err = zin_get(&z.in, pos, avail, &src);
 		if (err)
 			break;
-		if ((zc->flags & KILN_COMPRESS_ZTAILPACKING) &&
-		    rem <= ZTAIL_TRY_BLKS * bs) {
+		/* fragments: a remainder of at most a pcluster, raw */
+		if (frags && rem <= zc->pcluster_size) {
+			err = set_fragment(&z, pos, src, (uint32_t)rem);
+			break;
+		}
+		if (tailpack && rem <= ZTAIL_TRY_BLKS * bs) {
 			bool done;
 
 			err = classic_try_inline(&z, pos, src, (uint32_t)rem, &done);
@@ -450,7 +497,7 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 		 * too big to inline becomes k-1 full blocks and a remainder
 		 * small enough to inline, when that works out.
 		 */
-		if (r > 0 && (zc->flags & KILN_COMPRESS_ZTAILPACKING) &&
+		if (r > 0 && tailpack &&
 		    in_len == rem && (size_t)r > inline_cap(zc) &&
 		    (size_t)r > bs) {
 			size_t part = avail;
@@ -470,7 +517,12 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 			err = (int)r;
 		if (err)
 			break;
-		if (r > 0 && (zc->flags & KILN_COMPRESS_ZTAILPACKING) &&
+		/* fragments: the last extent goes whole to the packed inode */
+		if (r > 0 && frags && in_len == rem) {
+			err = set_fragment(&z, pos, src, (uint32_t)rem);
+			break;
+		}
+		if (r > 0 && tailpack &&
 		    in_len == rem && (size_t)r <= inline_cap(zc)) {
 			err = set_inline(&z, pos, (uint32_t)rem, z.tmp,
 					 (uint32_t)r,
@@ -608,6 +660,11 @@ int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
 			z.any_compressed = true;
 			pos += llen;
 			continue;
+		}
+		/* fragments: a short last extent goes to the packed inode */
+		if (use_fragments(zc, zf) && pos + llen == zf->size && llen < L) {
+			err = set_fragment(&z, pos, src, llen);
+			break;
 		}
 		r = extent_compress(&z, src, llen);
 		if (r < 0 && r != -ENOSPC) {

@@ -597,6 +597,19 @@ TEST(extents_holes_plain_and_bytes_before_the_first_record)
 	CHECK(e.partial);
 	CHECK_EQ(e.pa, 80001);
 	CHECK_EQ(e.llen, 33000);
+	/* SEEK_DATA/SEEK_HOLE view of the same table */
+	{
+		uint64_t d0, d1;
+
+		CHECK_EQ(kiln_zread_next_data(&f.file, 0, &d0, &d1), 0);
+		CHECK_EQ(d0, 1000);
+		CHECK_EQ(d1, 5000);
+		CHECK_EQ(kiln_zread_next_data(&f.file, 5000, &d0, &d1), 0);
+		CHECK_EQ(d0, 9000);
+		CHECK_EQ(d1, 50000);
+		CHECK_EQ(kiln_zread_next_data(&f.file, 50000, &d0, &d1), -ENXIO);
+		kiln_zread_release(&f.file);
+	}
 	/* interlaced when the inode says so and the pcluster is aligned */
 	f.map[HDR_OFF + 4] |= Z_EROFS_ADVISE_INTERLACED_PCLUSTER;
 	CHECK_EQ(lookup(&f, 9000, &e), 0);

@@ -10,6 +10,7 @@
 #include <kiln/builder.h>
 
 #include "cli.h"
+#include "progress.h"
 
 struct build_cli {
 	struct kiln_build_opts opts;
@@ -19,6 +20,8 @@ struct build_cli {
 	size_t nr_owned;
 	int verbosity;			/* -1 quiet, 0 normal, 1 verbose */
 	bool mtime_given;
+	const char *tar;		/* --tar FILE ("-": stdin), or NULL */
+	struct cli_progress progress;	/* status line on a terminal */
 };
 
 static const struct cli_spec build_spec;
@@ -34,6 +37,10 @@ enum {
 	OPT_FRAGMENTS,
 	OPT_DEDUPE,
 	OPT_RAW_MARGIN,
+	OPT_COMPRESS_HINTS,
+	OPT_MEMORY_LIMIT,
+	OPT_TAR,
+	OPT_VERIFY,
 };
 
 /* A decimal number in [@min, @max]. */
@@ -217,6 +224,20 @@ bad:
 			       "--uuid: '%s' is not a UUID or 'random'", arg);
 }
 
+static int set_tar(struct build_cli *c, const char *arg)
+{
+	c->tar = arg;
+	c->opts.source_kind = KILN_SOURCE_TAR;
+	return 0;
+}
+
+static int set_verify(struct build_cli *c, const char *arg)
+{
+	(void)arg;
+	c->opts.flags |= KILN_BUILD_VERIFY;
+	return 0;
+}
+
 static int set_no_xattrs(struct build_cli *c, const char *arg)
 {
 	(void)arg;
@@ -232,6 +253,38 @@ static int set_threads(struct build_cli *c, const char *arg)
 		return 2;
 	c->opts.threads = (unsigned int)v;
 	return 0;
+}
+
+/* BYTES with an optional K, M or G suffix (powers of 1024). */
+static int set_memory_limit(struct build_cli *c, const char *arg)
+{
+	static const char suffixes[] = "KMG";
+	const char *sfx;
+	uint64_t v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (!*arg || *arg == '-' || errno || end == arg)
+		goto bad;
+	if (*end) {
+		sfx = strchr(suffixes, end[0] & ~0x20);
+		if (!end[0] || !sfx || end[1])
+			goto bad;
+		for (const char *s = suffixes; s <= sfx; s++) {
+			if (v > UINT64_MAX / 1024)
+				goto bad;
+			v *= 1024;
+		}
+	}
+	if (!v)
+		goto bad;
+	c->opts.memory_limit = v;
+	return 0;
+bad:
+	return cli_usage_error(&build_spec, "--memory-limit: '%s' is not a "
+			       "positive number of bytes (suffix K, M or G)",
+			       arg);
 }
 
 static int set_quiet(struct build_cli *c, const char *arg)
@@ -303,6 +356,12 @@ static int set_dedupe(struct build_cli *c, const char *arg)
 	return 0;
 }
 
+static int set_compress_hints(struct build_cli *c, const char *arg)
+{
+	c->opts.compress_hints = arg;
+	return 0;
+}
+
 static int set_raw_margin(struct build_cli *c, const char *arg)
 {
 	uint64_t v;
@@ -341,13 +400,17 @@ static const struct build_option {
 					      "attributes" }, set_no_xattrs },
 	{ { "threads", 'j', "N", "worker threads (0 = all cores)" },
 	  set_threads },
+	{ { "memory-limit", OPT_MEMORY_LIMIT, "BYTES", "bound on file data "
+			"in flight and codec workspaces (suffix K, M, G; "
+			"default 64M or 8M per thread)" }, set_memory_limit },
 	{ { "compress", 'z', "ALG[:LEVEL]", "compress files: lz4, lz4hc, "
 			"lzma, deflate or zstd (default: none)" }, set_compress },
 	{ { "pcluster-size", 'C', "BYTES", "largest pcluster (classic "
 			"layout, default one block) or extent input size "
 			"(extents layout, default 65536)" }, set_pcluster_size },
-	{ { "layout", OPT_LAYOUT, "KIND", "compressed file layout: auto, "
-			"classic or extents (48-bit, Linux 6.15+)" },
+	{ { "layout", OPT_LAYOUT, "KIND", "compressed file layout: classic, "
+			"extents (48-bit, Linux 6.15+) or auto (extents for "
+			"zstd and deflate, else classic)" },
 	  set_layout },
 	{ { "ztailpacking", OPT_ZTAILPACKING, NULL, "store the last pcluster "
 			"of a compressed file inline" }, set_ztailpacking },
@@ -355,9 +418,19 @@ static const struct build_option {
 			"into a shared inode" }, set_fragments },
 	{ { "dedupe", OPT_DEDUPE, NULL, "share identical pclusters between "
 			"files" }, set_dedupe },
+	{ { "compress-hints", OPT_COMPRESS_HINTS, "FILE", "per-file "
+			"compression: lines 'GLOB ALG[:LEVEL] [PCLUSTER_SIZE]', "
+			"first match wins (at most two algorithms per image)" },
+	  set_compress_hints },
 	{ { "raw-margin", OPT_RAW_MARGIN, "BYTES", "store a pcluster raw "
 			"unless compressing saves this much (default one "
 			"block)" }, set_raw_margin },
+	{ { "tar", OPT_TAR, "FILE", "build from the tar stream FILE ('-': "
+			"stdin; plain, gzip, bzip2, xz, zstd or lz4) instead "
+			"of a directory" }, set_tar },
+	{ { "verify", OPT_VERIFY, NULL, "read the image back and compare it "
+			"with the source before renaming it into place" },
+	  set_verify },
 	{ { "quiet", 'q', NULL, "print errors only" }, set_quiet },
 	{ { "verbose", 'v', NULL, "print progress details" }, set_verbose },
 };
@@ -368,8 +441,9 @@ static struct cli_option build_cli_options[NR_BUILD_OPTIONS];
 
 static const struct cli_spec build_spec = {
 	.cmd = "build",
-	.usage = "[OPTIONS] SOURCE IMAGE",
-	.summary = "Build the EROFS image IMAGE from the directory SOURCE. "
+	.usage = "[OPTIONS] SOURCE IMAGE\n       kiln build [OPTIONS] --tar FILE|- IMAGE",
+	.summary = "Build the EROFS image IMAGE from the directory SOURCE "
+		   "(or a tar stream). "
 		   "SOURCE_DATE_EPOCH, if set,\nsets the build time and clamps "
 		   "newer mtimes to it.",
 	.opts = build_cli_options,
@@ -378,10 +452,11 @@ static const struct cli_spec build_spec = {
 
 static void build_log(void *ctx, enum kiln_log_level level, const char *msg)
 {
-	const struct build_cli *c = ctx;
+	struct build_cli *c = ctx;
 	char esc[4096];
 
 	cli_escape(msg, esc, sizeof(esc));
+	cli_progress_clear(&c->progress);
 	if (level == KILN_LOG_ERROR)
 		fprintf(stderr, "kiln: %s\n", esc);
 	else if (level == KILN_LOG_WARN && c->verbosity >= 0)
@@ -413,13 +488,13 @@ static int apply_source_date_epoch(struct build_cli *c)
 
 static void print_summary(const char *image, const struct kiln_build_stats *st)
 {
-	char in[32], out[32];
+	char line[512];
 
-	printf("%s: %" PRIu64 " files (%" PRIu64 " regular, %" PRIu64
-	       " directories), %s in, %s image, %.2f s\n", image, st->inodes,
-	       st->regular_files, st->directories,
-	       cli_human_size(st->input_bytes, in, sizeof(in)),
-	       cli_human_size(st->image_bytes, out, sizeof(out)), st->seconds);
+	cli_build_summary(line, sizeof(line), st);
+	printf("%s: %s\n", image, line);
+	if (st->min_kernel)
+		printf("%s: mountable by Linux %s or newer (%s)\n", image,
+		       st->min_kernel, st->min_kernel_why);
 }
 
 int cmd_build(int argc, char **argv)
@@ -434,6 +509,7 @@ int cmd_build(int argc, char **argv)
 	c.opts.struct_size = sizeof(c.opts);
 	c.opts.log = build_log;
 	c.opts.log_ctx = &c;
+	cli_progress_init(&c.progress, stderr);
 	rc = apply_source_date_epoch(&c);
 	while (!rc && (rc = cli_getopt(argc, argv, &build_spec, &arg)) >= 0) {
 		size_t i = 0;
@@ -448,22 +524,29 @@ int cmd_build(int argc, char **argv)
 		rc = rc > 0 ? rc : cli_opt_exit(rc);
 		goto out;
 	}
-	if (argc - optind != 2) {
-		rc = cli_usage_error(&build_spec,
-				     "expected SOURCE and IMAGE");
+	if (argc - optind != (c.tar ? 1 : 2)) {
+		rc = cli_usage_error(&build_spec, c.tar ? "--tar: expected "
+				     "only IMAGE" : "expected SOURCE and IMAGE");
 		goto out;
 	}
 	c.opts.excludes = c.excludes;
 	c.opts.nr_excludes = c.nr_excludes;
-	err = kiln_build(argv[optind], argv[optind + 1], &c.opts, &stats);
+	if (c.verbosity >= 0 && c.progress.enabled) {
+		c.opts.progress = cli_progress_show;
+		c.opts.progress_ctx = &c.progress;
+	}
+	err = kiln_build(c.tar ? c.tar : argv[optind], argv[argc - 1],
+			 &c.opts, &stats);
+	cli_progress_clear(&c.progress);
 	if (err) {
 		rc = 1;
 		goto out;
 	}
 	if (c.verbosity >= 0)
-		print_summary(argv[optind + 1], &stats);
+		print_summary(argv[argc - 1], &stats);
 	rc = 0;
 out:
+	cli_progress_release(&c.progress);
 	for (size_t i = 0; i < c.nr_owned; i++)
 		free(c.owned[i]);
 	free(c.owned);

@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The data pass in parallel: workers read and compress regular files (big
+ * ones in fixed segments) while the one writer places every node's data in
+ * tree order, so the image is the same for any thread count.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "builder/internal.h"
+#include "builder/jobs.h"
+#include "builder/output.h"
+#include "builder/zfile.h"
+#include "util/checked.h"
+#include "util/threadpool.h"
+
+/*
+ * Input bytes per segment of a big compressed file: a multiple of every
+ * extent size (at most 1 MiB). A constant, never derived from the thread
+ * count, so -j1 cuts files at the same places as -j16.
+ */
+#define SEG_SIZE		(8ull << 20)
+/* In-flight item bytes without --memory-limit. */
+#define INFLIGHT_MIN		(64ull << 20)
+#define INFLIGHT_PER_WORKER	(8ull << 20)
+/* Compressor output buffer each running item holds (zpack.c). */
+#define ITEM_SCRATCH		(1ull << 20)
+
+/*
+ * One item: nodes [first, last] of b->nodes, committed in order. When
+ * @n is set it is node @last, a regular file whose bytes [off, off + len)
+ * a worker compresses first; the other nodes need no worker.
+ */
+struct data_item {
+	size_t first, last;
+	struct kiln_node *n;
+	uint64_t off, len;
+	struct kiln_zfile *zf;		/* the worker's result */
+	bool raw;			/* not worth compressing: store it */
+	/* the worker's failure, logged in item order by release() */
+	int err;
+	const char *what;		/* NULL: strerror(err) */
+};
+
+struct pipeline {
+	struct kiln_build *b;
+	struct kiln_zfile *whole;	/* the segmented file being joined */
+	bool whole_raw;			/* its first part said: uncompressed */
+	bool failed;			/* a failure has been logged */
+};
+
+/* The source file as a worker reads it. */
+struct item_src {
+	int fd;
+	struct data_item *it;
+};
+
+static int item_fail(struct data_item *it, int err, const char *what)
+{
+	if (!it->err) {
+		it->err = err;
+		it->what = what;
+	}
+	return -err;
+}
+
+static int item_read(void *ctx, void *buf, size_t len, uint64_t off)
+{
+	struct item_src *src = ctx;
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = pread(src->fd, p, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return item_fail(src->it, errno, NULL);
+		if (n == 0)
+			return item_fail(src->it, EIO,
+					 "file changed size during the build");
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Open @n and check it is still the file the scan saw. */
+static int item_open(struct kiln_build *b, struct data_item *it)
+{
+	char path[KILN_PATH_BUF];
+	struct stat st;
+	int fd;
+
+	kiln_node_path(b, it->n, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+	if (fd < 0 && errno == EPERM)
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ?
+		       item_fail(it, ENOENT, "file vanished during the build") :
+		       item_fail(it, errno, NULL);
+	if (fstat(fd, &st) < 0) {
+		item_fail(it, errno, NULL);
+	} else if (!S_ISREG(st.st_mode) || st.st_dev != it->n->src_dev ||
+		   st.st_ino != it->n->src_ino) {
+		item_fail(it, EIO, "file replaced during the build");
+	} else if ((uint64_t)st.st_size != it->n->size) {
+		item_fail(it, EIO, "file changed size during the build");
+	} else {
+		return fd;
+	}
+	close(fd);
+	return -it->err;
+}
+
+static int data_process(void *ctx, void *item, unsigned int worker)
+{
+	struct pipeline *p = ctx;
+	struct kiln_build *b = p->b;
+	struct data_item *it = item;
+	struct item_src src = { .it = it };
+	int err;
+
+	(void)worker;
+	if (!it->n)
+		return 0;
+	src.fd = item_open(b, it);
+	if (src.fd < 0)
+		return src.fd;
+	if (it->len == it->n->size)
+		err = kiln_zfile_compress(kiln_node_zctx(b, it->n),
+					  item_read, &src,
+					  it->n->size, &it->zf);
+	else
+		err = kiln_zfile_compress_part(kiln_node_zctx(b, it->n),
+					       item_read, &src,
+					       it->off, it->len, it->n->size,
+					       &it->zf);
+	close(src.fd);
+	if (err == 1) {
+		it->raw = true;
+		err = 0;
+	}
+	return err < 0 ? item_fail(it, -err, NULL) : 0;
+}
+
+/* One part of a segmented file: join it; after the last, place the file. */
+static int commit_part(struct pipeline *p, struct data_item *it)
+{
+	struct kiln_build *b = p->b;
+	struct kiln_zfile *zf = it->zf;
+	bool last = it->off + it->len == it->n->size;
+	int err;
+
+	it->zf = NULL;
+	if (!it->off) {
+		p->whole = NULL;
+		p->whole_raw = it->raw;
+		if (it->raw)	/* the writer copies the whole file now */
+			return kiln_data_commit_node(b, it->n, NULL, true);
+	}
+	if (p->whole_raw) {
+		kiln_zfile_free(zf);
+		return 0;
+	}
+	err = kiln_zfile_commit(zf, b->out);
+	if (!err)
+		err = kiln_zfile_join(&p->whole, zf);
+	if (err) {
+		kiln_zfile_free(zf);
+		return err;
+	}
+	/* the node owns the growing file, so a failure frees it once */
+	it->n->zf = p->whole;
+	if (!last)
+		return 0;
+	kiln_zfile_seal(p->whole);
+	p->whole = NULL;
+	return kiln_data_commit_node(b, it->n, it->n->zf, false);
+}
+
+static int data_commit(void *ctx, void *item)
+{
+	struct pipeline *p = ctx;
+	struct data_item *it = item;
+	size_t end = it->n ? it->last : it->last + 1;
+	int err = 0;
+
+	for (size_t i = it->first; !err && i < end; i++)
+		err = kiln_data_commit_node(p->b, p->b->nodes[i], NULL, false);
+	if (err || !it->n)
+		goto out;
+	if (it->len != it->n->size) {
+		err = commit_part(p, it);
+	} else {
+		err = kiln_data_commit_node(p->b, it->n, it->zf, it->raw);
+		it->zf = NULL;
+	}
+out:
+	/* the writer's own failures were logged where they happened */
+	if (err)
+		p->failed = true;
+	return err;
+}
+
+static void data_release(void *ctx, void *item)
+{
+	struct pipeline *p = ctx;
+	struct data_item *it = item;
+
+	if (it->err && !p->failed) {
+		char path[KILN_PATH_BUF], shortp[512];
+
+		kiln_node_path(p->b, it->n, path, sizeof(path));
+		kiln_log(&p->b->lg, KILN_LOG_ERROR, "%s: %s",
+			 kiln_path_abbrev(path, shortp, sizeof(shortp)),
+			 it->what ? it->what : strerror(it->err));
+		p->failed = true;
+	}
+	kiln_zfile_free(it->zf);
+	free(it);
+}
+
+static const struct kiln_jobs_ops data_ops = {
+	.process = data_process,
+	.commit = data_commit,
+	.release = data_release,
+};
+
+static unsigned int build_threads(const struct kiln_build *b)
+{
+	unsigned int n = b->opts.threads ? b->opts.threads : kiln_cpu_count();
+
+	return KILN_MIN(n, (unsigned int)KILN_THREADPOOL_MAX);
+}
+
+/*
+ * In-flight bound: three quarters of --memory-limit (the rest is for
+ * workspaces, zctx.c), else 64 MiB or 8 MiB per worker. An item larger
+ * than the bound still runs, alone.
+ */
+static uint64_t inflight_bytes(const struct kiln_build *b, unsigned int threads)
+{
+	if (b->opts.memory_limit)
+		return KILN_MAX(b->opts.memory_limit - b->opts.memory_limit / 4,
+				1ull);
+	return KILN_MAX(INFLIGHT_MIN, threads * INFLIGHT_PER_WORKER);
+}
+
+/* Bytes an item holds at its peak: input window, output, scratch. */
+static uint64_t item_cost(const struct data_item *it)
+{
+	return it->n ? 2 * it->len + ITEM_SCRATCH : 0;
+}
+
+static int submit(struct kiln_jobs *jobs, size_t first, size_t last,
+		  struct kiln_node *n, uint64_t off, uint64_t len)
+{
+	struct data_item *it = calloc(1, sizeof(*it));
+
+	if (!it)
+		return -ENOMEM;
+	it->first = first;
+	it->last = last;
+	it->n = n;
+	it->off = off;
+	it->len = len;
+	return kiln_jobs_submit(jobs, it, item_cost(it));
+}
+
+/* A regular file a worker compresses before the writer places it. */
+static bool needs_worker(const struct kiln_build *b, const struct kiln_node *n)
+{
+	/* the cheap tests first: kiln_node_zctx() may match a path */
+	return S_ISREG(n->mode) && n->size &&
+	       !(n->flags & KILN_NODE_STREAMED) && kiln_node_zctx(b, n);
+}
+
+int kiln_data_pipeline(struct kiln_build *b)
+{
+	struct pipeline p = { .b = b };
+	unsigned int threads = build_threads(b);
+	struct kiln_jobs_conf conf = {
+		.ops = &data_ops,
+		.ctx = &p,
+		.threads = threads,
+		.max_bytes = inflight_bytes(b, threads),
+	};
+	struct kiln_jobs *jobs;
+	size_t first = 0;
+	int err, ferr;
+
+	err = kiln_jobs_new(&conf, &jobs);
+	if (err)
+		return err;
+	for (size_t i = 0; !err && i < b->nr_nodes; i++) {
+		struct kiln_node *n = b->nodes[i];
+		uint64_t seg = n->size > SEG_SIZE ? SEG_SIZE : n->size;
+
+		if (!needs_worker(b, n))
+			continue;
+		/* the nodes before it ride along with its first part */
+		for (uint64_t off = 0; !err && off < n->size; off += seg) {
+			err = submit(jobs, first, i, n, off,
+				     KILN_MIN(seg, n->size - off));
+			first = i;
+		}
+		first = i + 1;
+	}
+	if (!err && first < b->nr_nodes)
+		err = submit(jobs, first, b->nr_nodes - 1, NULL, 0, 0);
+	ferr = kiln_jobs_finish(jobs);
+	kiln_jobs_free(jobs);
+	if (p.whole && !err && !ferr)
+		ferr = -EIO;	/* a segmented file did not end */
+	return ferr ? ferr : err;
+}

@@ -1,0 +1,787 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Reads a tar stream (every tar format and compression filter libarchive
+ * knows) in one pass into the in-memory tree, writing each regular file's
+ * data to the image as its entry streams by. Entries follow extraction
+ * semantics: later ones replace earlier ones, missing parents are implied.
+ */
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <xxhash.h>
+
+#include "builder/internal.h"
+#include "builder/tar-data.h"
+#include "format/erofs_fs.h"
+#include "util/checked.h"
+
+#define TAR_MAX_DEPTH 1024		/* as for directory sources */
+#define TAR_READ_BLOCK (64u * 1024)	/* bytes per read of the archive */
+
+/* (directory, name) -> index of the name in the directory's children */
+struct name_slot {
+	struct kiln_node *dir;
+	size_t idx;
+};
+
+struct tar {
+	struct kiln_build *b;
+	struct archive *a;
+	const char *src;		/* the archive, for messages */
+	struct name_slot *slots;	/* open addressing, power of two */
+	size_t cap, used;
+	char *path;			/* current entry, normalized */
+	size_t path_cap;
+	char label[KILN_PATH_BUF];	/* "<archive>: <entry>" */
+	bool warned_absolute;
+	bool warned_acl;
+};
+
+static int tar_fail(struct tar *t, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* "<archive>: <entry>: <reason>" (the label names the entry). */
+static int tar_fail(struct tar *t, int err, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	kiln_log(&t->b->lg, KILN_LOG_ERROR, "%s: %s", t->label, msg);
+	return -err;
+}
+
+/* ---- (directory, name) lookup ---- */
+
+static size_t slot_hash(const struct kiln_node *dir, const char *name,
+			size_t len)
+{
+	return (size_t)XXH3_64bits_withSeed(name, len,
+					    (uint64_t)(uintptr_t)dir);
+}
+
+static struct kiln_dentry *child_find(struct tar *t, struct kiln_node *dir,
+				      const char *name, size_t len)
+{
+	if (!t->cap)
+		return NULL;
+	for (size_t i = slot_hash(dir, name, len) & (t->cap - 1);;
+	     i = (i + 1) & (t->cap - 1)) {
+		struct name_slot *s = &t->slots[i];
+		struct kiln_dentry *d;
+
+		if (!s->dir)
+			return NULL;
+		d = &s->dir->children[s->idx];
+		if (s->dir == dir && d->name_len == len &&
+		    !memcmp(d->name, name, len))
+			return d;
+	}
+}
+
+static void slot_put(struct name_slot *slots, size_t cap,
+		     const struct name_slot *s)
+{
+	const struct kiln_dentry *d = &s->dir->children[s->idx];
+	size_t i = slot_hash(s->dir, d->name, d->name_len) & (cap - 1);
+
+	while (slots[i].dir)
+		i = (i + 1) & (cap - 1);
+	slots[i] = *s;
+}
+
+static int slots_grow(struct tar *t)
+{
+	size_t cap = t->cap ? t->cap * 2 : 1024;
+	struct name_slot *slots = calloc(cap, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->cap; i++)
+		if (t->slots[i].dir)
+			slot_put(slots, cap, &t->slots[i]);
+	free(t->slots);
+	t->slots = slots;
+	t->cap = cap;
+	return 0;
+}
+
+/* Append the name @name -> @n to @dir (the name must be new there). */
+static int child_add(struct tar *t, struct kiln_node *dir, const char *name,
+		     size_t len, struct kiln_node *n)
+{
+	size_t nr = dir->nr_children;
+	struct name_slot s = { .dir = dir, .idx = nr };
+	struct kiln_dentry *d;
+
+	if ((t->used + 1) * 2 > t->cap && slots_grow(t))
+		return -ENOMEM;
+	/* the array doubles whenever its length reaches a power of two */
+	if (!(nr & (nr - 1))) {
+		struct kiln_dentry *v = realloc(dir->children,
+						KILN_MAX(nr * 2, 4) * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		dir->children = v;
+	}
+	d = &dir->children[nr];
+	d->name = strndup(name, len);
+	if (!d->name)
+		return -ENOMEM;
+	d->name_len = (uint16_t)len;
+	d->node = n;
+	dir->nr_children++;
+	slot_put(t->slots, t->cap, &s);
+	t->used++;
+	return 0;
+}
+
+static int node_new(struct tar *t, struct kiln_node **np)
+{
+	struct kiln_build *b = t->b;
+	struct kiln_node *n;
+
+	if (b->nr_nodes == b->nodes_cap) {
+		size_t cap = b->nodes_cap ? b->nodes_cap * 2 : 256;
+		struct kiln_node **v = realloc(b->nodes, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		b->nodes = v;
+		b->nodes_cap = cap;
+	}
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	b->nodes[b->nr_nodes++] = n;
+	*np = n;
+	return 0;
+}
+
+/* ---- names ---- */
+
+/*
+ * Normalize the entry name @raw into t->path: "./" and empty components
+ * dropped, a leading '/' removed, ".." refused. *@depth: components.
+ */
+static int normalize(struct tar *t, const char *raw, size_t *depth)
+{
+	size_t len = strlen(raw), out = 0;
+	const char *p = raw;
+
+	*depth = 0;
+	if (len + 1 > t->path_cap) {
+		char *v = realloc(t->path, len + 1);
+
+		if (!v)
+			return -ENOMEM;
+		t->path = v;
+		t->path_cap = len + 1;
+	}
+	if (*p == '/' && !t->warned_absolute) {
+		kiln_log(&t->b->lg, KILN_LOG_WARN,
+			 "%s: removing leading '/' from member names", t->src);
+		t->warned_absolute = true;
+	}
+	while (*p) {
+		const char *end = strchrnul(p, '/');
+		size_t clen = (size_t)(end - p);
+
+		if (clen == 2 && p[0] == '.' && p[1] == '.')
+			return tar_fail(t, EPERM, "member name contains '..'");
+		if (clen > EROFS_NAME_LEN)
+			return tar_fail(t, ENAMETOOLONG,
+					"name component longer than 255 bytes");
+		if (clen && !(clen == 1 && *p == '.')) {
+			if (out)
+				t->path[out++] = '/';
+			memcpy(t->path + out, p, clen);
+			out += clen;
+			if (++*depth > TAR_MAX_DEPTH)
+				return tar_fail(t, ELOOP, "path too deep");
+		}
+		p = *end ? end + 1 : end;
+	}
+	t->path[out] = '\0';
+	return 0;
+}
+
+/* Whether the path or one of its parents matches an exclude pattern. */
+static bool excluded(const struct tar *t)
+{
+	const struct kiln_build_opts *o = &t->b->opts;
+	char *p = t->path;
+	bool hit = false;
+
+	if (!o->nr_excludes || !*p)
+		return false;
+	for (char *end = p;; end++) {
+		if (*end && *end != '/')
+			continue;
+		char saved = *end;
+		const char *name = end;
+
+		*end = '\0';
+		while (name > p && name[-1] != '/')
+			name--;
+		for (size_t i = 0; !hit && i < o->nr_excludes; i++)
+			hit = !fnmatch(o->excludes[i], p, 0) ||
+			      !fnmatch(o->excludes[i], name, 0);
+		*end = saved;
+		if (hit || !saved)
+			return hit;
+	}
+}
+
+/*
+ * Find the directory holding the last component of t->path (creating
+ * implicit parents on the way); *@name and *@len: that component.
+ */
+static int walk_parents(struct tar *t, bool create, struct kiln_node **dirp,
+			const char **name, size_t *len)
+{
+	struct kiln_node *dir = t->b->root;
+	char *p = t->path;
+
+	for (;;) {
+		char *slash = strchr(p, '/');
+		struct kiln_dentry *d;
+		struct kiln_node *n;
+		int err;
+
+		if (!slash) {
+			*dirp = dir;
+			*name = p;
+			*len = strlen(p);
+			return 0;
+		}
+		d = child_find(t, dir, p, (size_t)(slash - p));
+		if (d && !S_ISDIR(d->node->mode))
+			return tar_fail(t, ENOTDIR, "parent '%.*s' is not a "
+					"directory", (int)(slash - t->path),
+					t->path);
+		if (!d && !create)
+			return -ENOENT;
+		if (!d) {
+			err = node_new(t, &n);
+			if (!err)
+				err = child_add(t, dir, p, (size_t)(slash - p), n);
+			if (err)
+				return err;
+			/* mode 0755, root's, the build time (set at the end) */
+			n->mode = S_IFDIR | 0755;
+			n->flags = KILN_NODE_IMPLICIT;
+		} else {
+			n = d->node;
+		}
+		dir = n;
+		p = slash + 1;
+	}
+}
+
+/* ---- attributes ---- */
+
+static void set_owner(struct kiln_build *b, struct kiln_node *n, uint32_t uid,
+		      uint32_t gid)
+{
+	const struct kiln_build_opts *o = &b->opts;
+
+	n->uid = uid;
+	n->gid = gid;
+	if (o->flags & KILN_BUILD_ALL_ROOT)
+		n->uid = n->gid = 0;
+	if (o->flags & KILN_BUILD_FORCE_UID)
+		n->uid = o->force_uid;
+	if (o->flags & KILN_BUILD_FORCE_GID)
+		n->gid = o->force_gid;
+}
+
+static int entry_xattrs(struct tar *t, struct kiln_node *n,
+			struct archive_entry *e)
+{
+	const char *name, *suffix;
+	const void *value;
+	size_t size;
+
+	free(n->xattrs);
+	n->xattrs = NULL;
+	n->nr_xattrs = 0;
+	if ((t->b->opts.flags & KILN_BUILD_NO_XATTRS) ||
+	    !archive_entry_xattr_reset(e))
+		return 0;
+	while (archive_entry_xattr_next(e, &name, &value, &size) ==
+	       ARCHIVE_OK) {
+		unsigned int index = kiln_xattr_prefix(name, &suffix);
+		struct kiln_xattr_item *item, **v;
+		int err;
+
+		if (!index) {
+			kiln_log(&t->b->lg, KILN_LOG_WARN,
+				 "%s: xattr %s: namespace not supported by "
+				 "EROFS, skipped", t->label, name);
+			continue;
+		}
+		if (strlen(suffix) > EROFS_NAME_LEN)
+			return tar_fail(t, ENAMETOOLONG, "xattr name longer "
+					"than 255 bytes after its prefix");
+		if (size > UINT16_MAX)
+			return tar_fail(t, E2BIG, "xattr %s: value larger than "
+					"65535 bytes", name);
+		if (n->nr_xattrs == UINT16_MAX)
+			return tar_fail(t, E2BIG, "too many xattrs");
+		err = kiln_xattr_intern(&t->b->xt, index, suffix,
+					strlen(suffix), value, size, &item);
+		if (err)
+			return err;
+		v = realloc(n->xattrs, (n->nr_xattrs + 1u) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		n->xattrs = v;
+		v[n->nr_xattrs++] = item;
+	}
+	kiln_xattr_sort(n->xattrs, &n->nr_xattrs);
+	return 0;
+}
+
+/*
+ * ACLs archived as tar ACL records (tar --acls: SCHILY.acl.*) name users
+ * and groups by name only, which an image cannot resolve; ACLs archived
+ * as xattrs (--xattrs-include='system.posix_acl_*') are kept like any
+ * other xattr. Say once that the former were dropped.
+ */
+static void note_acl_records(struct tar *t, const struct kiln_node *n,
+			     struct archive_entry *e)
+{
+	if (t->warned_acl || (t->b->opts.flags & KILN_BUILD_NO_XATTRS) ||
+	    archive_entry_acl_count(e, ARCHIVE_ENTRY_ACL_TYPE_POSIX1E |
+				       ARCHIVE_ENTRY_ACL_TYPE_NFS4) <= 0)
+		return;
+	for (uint16_t i = 0; i < n->nr_xattrs; i++)
+		if (n->xattrs[i]->index == EROFS_XATTR_INDEX_POSIX_ACL_ACCESS ||
+		    n->xattrs[i]->index == EROFS_XATTR_INDEX_POSIX_ACL_DEFAULT)
+			return;
+	kiln_log(&t->b->lg, KILN_LOG_WARN, "%s: tar ACL records are not "
+		 "kept (archive ACLs as xattrs: tar --xattrs "
+		 "--xattrs-include='system.posix_acl_*')", t->label);
+	t->warned_acl = true;
+}
+
+/* Type, permissions, owner, mtime, target/rdev/size and xattrs of @e. */
+static int entry_attrs(struct tar *t, struct kiln_node *n,
+		       struct archive_entry *e)
+{
+	struct kiln_build *b = t->b;
+	la_int64_t uid = archive_entry_uid(e), gid = archive_entry_gid(e);
+	unsigned int type = archive_entry_filetype(e);
+	long nsec;
+	int err;
+
+	if (uid < 0 || uid > UINT32_MAX || gid < 0 || gid > UINT32_MAX)
+		return tar_fail(t, ERANGE, "owner %lld:%lld out of range",
+				(long long)uid, (long long)gid);
+	n->mode = type | (archive_entry_perm(e) & 07777);
+	n->flags &= ~(unsigned int)KILN_NODE_IMPLICIT;
+	set_owner(b, n, (uint32_t)uid, (uint32_t)gid);
+	n->mtime = archive_entry_mtime_is_set(e) ? archive_entry_mtime(e) : 0;
+	nsec = archive_entry_mtime_is_set(e) ? archive_entry_mtime_nsec(e) : 0;
+	n->mtime_nsec = nsec >= 0 && nsec < 1000000000 ? (uint32_t)nsec : 0;
+	/*
+	 * Before 3.8.1, libarchive reads the pax time "-4.25" as (-4, 0.25 s)
+	 * instead of (-5, 0.75 s); a time in (-1, 0) even loses its sign.
+	 */
+	if (archive_version_number() < 3008001 && n->mtime < 0 &&
+	    n->mtime_nsec) {
+		n->mtime -= 1;
+		n->mtime_nsec = 1000000000u - n->mtime_nsec;
+	}
+	if (n->mtime > b->newest_mtime)
+		b->newest_mtime = n->mtime;
+	switch (type) {
+	case AE_IFREG: {
+		la_int64_t size = archive_entry_size(e);
+
+		if (size < 0)
+			return tar_fail(t, EINVAL, "negative size");
+		n->size = (uint64_t)size;
+		break;
+	}
+	case AE_IFDIR:
+		break;
+	case AE_IFLNK: {
+		const char *target = archive_entry_symlink(e);
+		size_t len = target ? strlen(target) : 0;
+
+		if (!len)
+			return tar_fail(t, EINVAL, "empty symlink target");
+		if (len > EROFS_SYMLINK_MAX)
+			return tar_fail(t, ENAMETOOLONG,
+					"symlink target longer than 4095 bytes");
+		free(n->target);
+		n->target = strdup(target);
+		if (!n->target)
+			return -ENOMEM;
+		n->size = len;
+		break;
+	}
+	case AE_IFCHR:
+	case AE_IFBLK:
+		n->rdev = kiln_inode_encode_rdev(
+			makedev(archive_entry_rdevmajor(e),
+				archive_entry_rdevminor(e)));
+		break;
+	case AE_IFIFO:
+	case AE_IFSOCK:
+		break;
+	default:
+		return tar_fail(t, EOPNOTSUPP, "unsupported entry type 0%o",
+				type);
+	}
+	err = entry_xattrs(t, n, e);
+	if (!err)
+		note_acl_records(t, n, e);
+	return err;
+}
+
+/* ---- file data ---- */
+
+/* The data ranges of a sparse entry; *@nr = 0 and no SPARSE flag if none. */
+static int sparse_map(struct tar *t, struct kiln_node *n,
+		      struct archive_entry *e, struct kiln_data_extent **extp,
+		      size_t *nr)
+{
+	int count = archive_entry_sparse_reset(e);
+	struct kiln_data_extent *ext;
+	la_int64_t off, len;
+	uint64_t data = 0;
+	size_t k = 0;
+
+	*extp = NULL;
+	*nr = 0;
+	if (count <= 0)
+		return 0;
+	ext = calloc((size_t)count, sizeof(*ext));
+	if (!ext)
+		return -ENOMEM;
+	while (k < (size_t)count &&
+	       archive_entry_sparse_next(e, &off, &len) == ARCHIVE_OK) {
+		if (off < 0 || len < 0 || (uint64_t)off > n->size ||
+		    (uint64_t)len > n->size - (uint64_t)off ||
+		    (k && (uint64_t)off < ext[k - 1].end)) {
+			free(ext);
+			return tar_fail(t, EIO, "bad sparse map");
+		}
+		if (!len)
+			continue;
+		ext[k].start = (uint64_t)off;
+		ext[k].end = (uint64_t)(off + len);
+		data += (uint64_t)len;
+		k++;
+	}
+	if (data < n->size)
+		n->flags |= KILN_NODE_SPARSE;
+	*extp = ext;
+	*nr = k;
+	return 0;
+}
+
+static int entry_data(struct tar *t, struct kiln_node *n,
+		      struct archive_entry *e)
+{
+	struct kiln_build *b = t->b;
+	bool verify = b->opts.flags & KILN_BUILD_VERIFY;
+	struct kiln_data_extent *ext;
+	struct kiln_tar_data d;
+	size_t nr;
+	int err = sparse_map(t, n, e, &ext, &nr);
+
+	if (err)
+		return err;
+	/* compress hints match the entry's path: the node is not linked yet */
+	kiln_node_pick_zctx(b, n, t->path);
+	/* a compression attempt may hand the file back: keep its start */
+	err = kiln_tar_data_init(&d, t->a, &b->lg, t->label, n->size,
+				 kiln_node_zctx(b, n) != NULL, verify);
+	if (!err)
+		err = kiln_data_write_stream(b, n, t->label, kiln_tar_data_read,
+					     &d, ext, nr);
+	/* holes the writer had no need to read still count for the hash */
+	if (!err)
+		err = kiln_tar_data_finish(&d, &n->data_hash);
+	if (!err && verify)
+		n->flags |= KILN_NODE_HASHED;
+	kiln_progress_add_done(&b->progress, 1, n->size);
+	kiln_progress_tick(&b->progress);
+	kiln_tar_data_release(&d);
+	free(ext);
+	return err;
+}
+
+/* ---- entries ---- */
+
+/* A hardlink: the name gets the node of an earlier entry. */
+static int entry_hardlink(struct tar *t, struct archive_entry *e,
+			  struct kiln_node *dir, const char *name, size_t len)
+{
+	struct kiln_node *target, *tdir;
+	struct kiln_dentry *d;
+	const char *tname;
+	char *saved;
+	size_t tlen, depth;
+	int err;
+
+	if (archive_entry_size_is_set(e) && archive_entry_size(e) > 0)
+		return tar_fail(t, EOPNOTSUPP,
+				"hardlink entry carrying data not supported");
+	/* resolve the target with the same rules (t->path is reused) */
+	saved = strndup(name, len);
+	if (!saved)
+		return -ENOMEM;
+	err = normalize(t, archive_entry_hardlink(e), &depth);
+	if (!err && !depth)
+		err = tar_fail(t, EPERM, "hardlink to the root");
+	if (!err)
+		err = walk_parents(t, false, &tdir, &tname, &tlen);
+	d = err ? NULL : child_find(t, tdir, tname, tlen);
+	if (!err && !d)
+		err = -ENOENT;
+	if (err == -ENOENT)
+		err = tar_fail(t, ENOENT, "hardlink target '%s' not in the "
+			       "archive (or excluded)", archive_entry_hardlink(e));
+	if (err) {
+		free(saved);
+		return err;
+	}
+	target = d->node;
+	if (S_ISDIR(target->mode)) {
+		free(saved);
+		return tar_fail(t, EPERM, "hardlink to a directory");
+	}
+	d = child_find(t, dir, saved, len);
+	if (d)
+		d->node = target;	/* replaces what was there */
+	else
+		err = child_add(t, dir, saved, len, target);
+	free(saved);
+	return err;
+}
+
+static int tar_entry(struct tar *t, struct archive_entry *e)
+{
+	const char *raw = archive_entry_pathname(e), *name;
+	struct kiln_node *dir, *n;
+	struct kiln_dentry *d;
+	size_t depth, len;
+	int err;
+
+	if (!raw)
+		return tar_fail(t, EINVAL, "entry without a usable name");
+	snprintf(t->label, sizeof(t->label), "%s: %s", t->src, raw);
+	err = normalize(t, raw, &depth);
+	if (err || excluded(t))
+		return err;
+	if (!depth) {
+		/* "./": the root's own attributes */
+		if (archive_entry_hardlink(e) ||
+		    archive_entry_filetype(e) != AE_IFDIR)
+			return tar_fail(t, EPERM, "the root must be a directory");
+		return entry_attrs(t, t->b->root, e);
+	}
+	err = walk_parents(t, true, &dir, &name, &len);
+	if (err)
+		return err;
+	if (archive_entry_hardlink(e))
+		return entry_hardlink(t, e, dir, name, len);
+	d = child_find(t, dir, name, len);
+	if (d && S_ISDIR(d->node->mode) &&
+	    archive_entry_filetype(e) == AE_IFDIR)
+		return entry_attrs(t, d->node, e);	/* keeps its children */
+	err = node_new(t, &n);
+	if (!err)
+		err = entry_attrs(t, n, e);
+	if (!err && S_ISREG(n->mode))
+		err = entry_data(t, n, e);
+	if (err)
+		return err;
+	if (d) {
+		d->node = n;		/* the old node may now be unreachable */
+		return 0;
+	}
+	return child_add(t, dir, name, len, n);
+}
+
+/* ---- the tree once the stream has ended ---- */
+
+static void node_free(struct kiln_node *n)
+{
+	for (size_t j = 0; j < n->nr_children; j++)
+		free(n->children[j].name);
+	free(n->children);
+	free(n->xattrs);
+	free(n->target);
+	free(n->chunks);
+	kiln_zfile_free(n->zf);
+	free(n);
+}
+
+/*
+ * Breadth first from the root over sorted names, as a directory scan
+ * orders b->nodes; nodes no name reaches any more (replaced entries) are
+ * freed. Counts links, xattr uses and the build's statistics.
+ */
+static int tar_finish(struct tar *t)
+{
+	struct kiln_build *b = t->b;
+	struct kiln_node **order = malloc(b->nr_nodes * sizeof(*order));
+	size_t nr = 0;
+	int64_t now;
+
+	if (!order)
+		return -ENOMEM;
+	free(t->slots);			/* names are sorted in place below */
+	t->slots = NULL;
+	t->cap = t->used = 0;
+	if (b->newest_mtime == INT64_MIN)
+		b->newest_mtime = 0;	/* an empty archive */
+	now = (b->opts.flags & KILN_BUILD_BUILD_TIME) ? b->opts.build_time
+						      : b->newest_mtime;
+	b->root->flags |= KILN_NODE_LINKED;
+	order[nr++] = b->root;
+	for (size_t i = 0; i < nr; i++) {
+		struct kiln_node *dir = order[i];
+
+		if (dir->flags & KILN_NODE_IMPLICIT) {
+			set_owner(b, dir, 0, 0);
+			dir->mtime = now;
+			dir->mtime_nsec = 0;
+		}
+		if (!S_ISDIR(dir->mode))
+			continue;
+		dir->nlink = 2;
+		if (dir->nr_children)
+			kiln_dir_sort(dir->children, dir->nr_children);
+		for (size_t j = 0; j < dir->nr_children; j++) {
+			struct kiln_dentry *c = &dir->children[j];
+			struct kiln_node *n = c->node;
+
+			if (S_ISDIR(n->mode))
+				dir->nlink++;
+			if (n->flags & KILN_NODE_LINKED) {
+				n->nlink++;
+				continue;
+			}
+			n->flags |= KILN_NODE_LINKED;
+			n->nlink = 1;
+			n->parent = dir;
+			n->first = c;
+			n->depth = dir->depth + 1;
+			order[nr++] = n;
+		}
+	}
+	for (size_t i = 0; i < b->nr_nodes; i++)
+		if (!(b->nodes[i]->flags & KILN_NODE_LINKED))
+			node_free(b->nodes[i]);
+	free(b->nodes);
+	b->nodes = order;
+	b->nr_nodes = b->nodes_cap = nr;
+	for (size_t i = 0; i < nr; i++) {
+		struct kiln_node *n = order[i];
+
+		for (uint16_t k = 0; k < n->nr_xattrs; k++)
+			n->xattrs[k]->refs++;
+		b->stats.inodes++;
+		if (S_ISREG(n->mode))
+			b->stats.regular_files++;
+		else if (S_ISDIR(n->mode))
+			b->stats.directories++;
+	}
+	return 0;
+}
+
+static int tar_open(struct tar *t)
+{
+	struct kiln_build *b = t->b;
+	int r;
+
+	t->a = archive_read_new();
+	if (!t->a)
+		return -ENOMEM;
+	archive_read_support_format_tar(t->a);
+	archive_read_support_format_empty(t->a);
+	archive_read_support_filter_gzip(t->a);
+	archive_read_support_filter_bzip2(t->a);
+	archive_read_support_filter_xz(t->a);
+	archive_read_support_filter_lzma(t->a);
+	archive_read_support_filter_zstd(t->a);
+	archive_read_support_filter_lz4(t->a);
+	if (!strcmp(b->source, "-"))
+		r = archive_read_open_fd(t->a, 0, TAR_READ_BLOCK);
+	else
+		r = archive_read_open_filename(t->a, b->source, TAR_READ_BLOCK);
+	if (r != ARCHIVE_OK) {
+		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: %s", t->src,
+			 kiln_tar_error(t->a));
+		return -EIO;
+	}
+	return 0;
+}
+
+int kiln_tar_scan(struct kiln_build *b)
+{
+	struct tar t = { .b = b };
+	struct archive_entry *e;
+	int err;
+
+	t.src = strcmp(b->source, "-") ? b->source : "<stdin>";
+	snprintf(t.label, sizeof(t.label), "%s", t.src);
+	err = node_new(&t, &b->root);
+	if (err)
+		return err;
+	b->root->mode = S_IFDIR | 0755;
+	b->root->flags = KILN_NODE_IMPLICIT;
+	err = tar_open(&t);
+	while (!err) {
+		int r = archive_read_next_header(t.a, &e);
+
+		if (r == ARCHIVE_EOF)
+			break;
+		if (r == ARCHIVE_WARN) {
+			/*
+			 * Names that do not convert to the (C) locale are
+			 * kept as the archive's bytes, which is what we
+			 * want: that warning is only worth a debug line.
+			 */
+			bool charset = strstr(kiln_tar_error(t.a), "converted");
+			const char *raw = archive_entry_pathname(e);
+
+			kiln_log(&b->lg, charset ? KILN_LOG_DEBUG : KILN_LOG_WARN,
+				 "%s: %s: %s", t.src, raw ? raw : "?",
+				 kiln_tar_error(t.a));
+		} else if (r != ARCHIVE_OK) {
+			/* the label still names the last good entry */
+			kiln_log(&b->lg, KILN_LOG_ERROR, "%s%s: %s", t.label,
+				 strcmp(t.label, t.src) ? " (after it)" : "",
+				 kiln_tar_error(t.a));
+			err = -EIO;
+			break;
+		}
+		err = tar_entry(&t, e);
+		kiln_progress_tick(&b->progress);
+	}
+	if (!err)
+		err = tar_finish(&t);
+	if (t.a)
+		archive_read_free(t.a);
+	free(t.slots);
+	free(t.path);
+	return err;
+}

@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The fragment buffer: file tails and small files concatenated into what
+ * becomes the packed inode's content. Identical fragments are stored once
+ * (XXH3 of the bytes, confirmed byte for byte). The contents live in
+ * memory up to a limit, then in an unlinked temporary file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "builder/zfrag.h"
+#include "util/checked.h"
+
+#define ZFRAG_MEM_DEFAULT	((size_t)64 << 20)
+#define ZFRAG_CMP_CHUNK		((size_t)64 << 10)
+
+struct zfrag_entry {
+	struct zfrag_entry *next;
+	uint64_t hash;
+	uint64_t off;
+	size_t len;
+};
+
+struct kiln_zfrag {
+	/* contents: buf[0, size) while in memory, else fd */
+	uint8_t *buf;
+	size_t cap, mem_limit;
+	int fd;				/* -1 while in memory */
+	uint64_t size;
+	uint64_t saved;			/* bytes dedupe did not store */
+	char *tmpdir;
+
+	struct zfrag_entry **bucket;
+	size_t nr_buckets, count;	/* nr_buckets: a power of two */
+	uint8_t *cmp;			/* compare buffer (spilled) */
+};
+
+int kiln_zfrag_new(size_t mem_limit, const char *tmpdir,
+		   struct kiln_zfrag **out)
+{
+	struct kiln_zfrag *fr = calloc(1, sizeof(*fr));
+
+	*out = NULL;
+	if (!fr)
+		return -ENOMEM;
+	fr->fd = -1;
+	fr->mem_limit = mem_limit ? mem_limit : ZFRAG_MEM_DEFAULT;
+	fr->nr_buckets = 256;
+	fr->bucket = calloc(fr->nr_buckets, sizeof(*fr->bucket));
+	if (!tmpdir)
+		tmpdir = getenv("TMPDIR");
+	fr->tmpdir = strdup(tmpdir && *tmpdir ? tmpdir : "/tmp");
+	if (!fr->bucket || !fr->tmpdir) {
+		kiln_zfrag_free(fr);
+		return -ENOMEM;
+	}
+	*out = fr;
+	return 0;
+}
+
+void kiln_zfrag_free(struct kiln_zfrag *fr)
+{
+	if (!fr)
+		return;
+	for (size_t i = 0; fr->bucket && i < fr->nr_buckets; i++) {
+		struct zfrag_entry *e = fr->bucket[i], *n;
+
+		for (; e; e = n) {
+			n = e->next;
+			free(e);
+		}
+	}
+	if (fr->fd >= 0)
+		close(fr->fd);
+	free(fr->bucket);
+	free(fr->buf);
+	free(fr->cmp);
+	free(fr->tmpdir);
+	free(fr);
+}
+
+uint64_t kiln_zfrag_size(const struct kiln_zfrag *fr)
+{
+	return fr->size;
+}
+
+uint64_t kiln_zfrag_saved(const struct kiln_zfrag *fr)
+{
+	return fr->saved;
+}
+
+int kiln_zfrag_spilled(const struct kiln_zfrag *fr)
+{
+	return fr->fd >= 0;
+}
+
+static int full_pwrite(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int full_pread(int fd, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Move the contents to an unlinked temporary file. */
+static int zfrag_spill(struct kiln_zfrag *fr)
+{
+	int fd = open(fr->tmpdir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	int err;
+
+	if (fd < 0) {
+		size_t n = strlen(fr->tmpdir) + sizeof("/kiln-frag-XXXXXX");
+		char *name = malloc(n);
+
+		if (!name)
+			return -ENOMEM;
+		strcpy(name, fr->tmpdir);
+		strcat(name, "/kiln-frag-XXXXXX");
+		fd = mkostemp(name, O_CLOEXEC);
+		if (fd >= 0)
+			unlink(name);
+		free(name);
+		if (fd < 0)
+			return -errno;
+	}
+	err = full_pwrite(fd, fr->buf, (size_t)fr->size, 0);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	fr->cmp = malloc(ZFRAG_CMP_CHUNK);
+	if (!fr->cmp) {
+		close(fd);
+		return -ENOMEM;
+	}
+	fr->fd = fd;
+	free(fr->buf);
+	fr->buf = NULL;
+	fr->cap = 0;
+	return 0;
+}
+
+static int zfrag_append(struct kiln_zfrag *fr, const void *data, size_t len)
+{
+	if (fr->fd < 0 && fr->size + len > fr->mem_limit) {
+		int err = zfrag_spill(fr);
+
+		if (err)
+			return err;
+	}
+	if (fr->fd >= 0)
+		return full_pwrite(fr->fd, data, len, fr->size);
+	if (fr->size + len > fr->cap) {
+		size_t cap = KILN_MAX(fr->cap * 2, (size_t)fr->size + len);
+		uint8_t *nb;
+
+		cap = KILN_MIN(cap, KILN_MAX(fr->mem_limit, (size_t)fr->size + len));
+		nb = realloc(fr->buf, cap);
+		if (!nb)
+			return -ENOMEM;
+		fr->buf = nb;
+		fr->cap = cap;
+	}
+	memcpy(fr->buf + fr->size, data, len);
+	return 0;
+}
+
+int kiln_zfrag_read(struct kiln_zfrag *fr, void *buf, size_t len,
+		    uint64_t off)
+{
+	if (off > fr->size || len > fr->size - off)
+		return -EINVAL;
+	if (fr->fd >= 0)
+		return full_pread(fr->fd, buf, len, off);
+	memcpy(buf, fr->buf + off, len);
+	return 0;
+}
+
+/* 1 when the stored bytes at @off equal @data, 0 if not, or -errno. */
+static int zfrag_same(struct kiln_zfrag *fr, uint64_t off, const uint8_t *data,
+		      size_t len)
+{
+	if (fr->fd < 0)
+		return !memcmp(fr->buf + off, data, len);
+	for (size_t done = 0; done < len;) {
+		size_t n = KILN_MIN(len - done, ZFRAG_CMP_CHUNK);
+		int err = full_pread(fr->fd, fr->cmp, n, off + done);
+
+		if (err)
+			return err;
+		if (memcmp(fr->cmp, data + done, n))
+			return 0;
+		done += n;
+	}
+	return 1;
+}
+
+static int zfrag_grow(struct kiln_zfrag *fr)
+{
+	size_t n = fr->nr_buckets * 2;
+	struct zfrag_entry **b = calloc(n, sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	for (size_t i = 0; i < fr->nr_buckets; i++) {
+		struct zfrag_entry *e = fr->bucket[i], *next;
+
+		for (; e; e = next) {
+			next = e->next;
+			e->next = b[e->hash & (n - 1)];
+			b[e->hash & (n - 1)] = e;
+		}
+	}
+	free(fr->bucket);
+	fr->bucket = b;
+	fr->nr_buckets = n;
+	return 0;
+}
+
+int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
+		   uint64_t *off)
+{
+	uint64_t h;
+	struct zfrag_entry *e;
+	int err;
+
+	if (!len)
+		return -EINVAL;
+	h = XXH3_64bits(data, len);
+	/* 1. an identical fragment is already stored: share it */
+	for (e = fr->bucket[h & (fr->nr_buckets - 1)]; e; e = e->next) {
+		if (e->hash != h || e->len != len)
+			continue;
+		err = zfrag_same(fr, e->off, data, len);
+		if (err < 0)
+			return err;
+		if (err) {
+			*off = e->off;
+			fr->saved += len;
+			return 0;
+		}
+	}
+	/* 2. append and remember it */
+	if (fr->count >= fr->nr_buckets) {
+		err = zfrag_grow(fr);
+		if (err)
+			return err;
+	}
+	e = malloc(sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	err = zfrag_append(fr, data, len);
+	if (err) {
+		free(e);
+		return err;
+	}
+	e->hash = h;
+	e->off = fr->size;
+	e->len = len;
+	e->next = fr->bucket[h & (fr->nr_buckets - 1)];
+	fr->bucket[h & (fr->nr_buckets - 1)] = e;
+	fr->count++;
+	*off = fr->size;
+	fr->size += len;
+	return 0;
+}

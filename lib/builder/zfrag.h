@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fragment buffer (zfrag.c): the bytes that become the packed inode's
+ * content, appended file tail by file tail, identical fragments stored
+ * once. Used by the one writer that commits files, in commit order, so
+ * offsets do not depend on the thread count: not thread-safe.
+ */
+#ifndef KILN_BUILDER_ZFRAG_H
+#define KILN_BUILDER_ZFRAG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct kiln_zfrag;
+
+/*
+ * An empty buffer that keeps up to @mem_limit bytes in memory (0: a
+ * default of 64 MiB) and moves everything to an unlinked temporary file
+ * in @tmpdir (NULL: $TMPDIR or /tmp) beyond that. 0 or -errno.
+ */
+int kiln_zfrag_new(size_t mem_limit, const char *tmpdir,
+		   struct kiln_zfrag **fr);
+void kiln_zfrag_free(struct kiln_zfrag *fr);
+
+/*
+ * Store @len bytes of @data (@len > 0) and give their offset in *@off.
+ * Bytes equal to a fragment stored before (same hash, same bytes) are
+ * not stored again: *@off is that fragment's offset. 0 or -errno.
+ */
+int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
+		   uint64_t *off);
+
+/* Bytes stored (the packed inode's size). */
+uint64_t kiln_zfrag_size(const struct kiln_zfrag *fr);
+/* Bytes given to kiln_zfrag_add() that dedupe did not have to store. */
+uint64_t kiln_zfrag_saved(const struct kiln_zfrag *fr);
+/* Whether the contents moved to the temporary file. */
+int kiln_zfrag_spilled(const struct kiln_zfrag *fr);
+
+/* Copy @len stored bytes at @off into @buf. 0, -EINVAL past the end. */
+int kiln_zfrag_read(struct kiln_zfrag *fr, void *buf, size_t len,
+		    uint64_t off);
+
+#endif

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Big compressed files in segments: each part is compressed on its own
+ * (any thread), then the parts' extents are joined in file order by the
+ * one writer into the file's zfile.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "builder/zinternal.h"
+
+/* The part's reads, shifted to its place in the file. */
+struct part_src {
+	kiln_src_read_fn read;
+	void *ctx;
+	uint64_t off;
+};
+
+static int part_read(void *ctx, void *buf, size_t len, uint64_t off)
+{
+	const struct part_src *p = ctx;
+
+	return p->read(p->ctx, buf, len, p->off + off);
+}
+
+int kiln_zfile_compress_part(struct kiln_zctx *zc, kiln_src_read_fn read,
+			     void *read_ctx, uint64_t off, uint64_t len,
+			     uint64_t size, struct kiln_zfile **out)
+{
+	struct part_src src = { .read = read, .ctx = read_ctx, .off = off };
+	struct kiln_zfile *zf;
+	int err;
+
+	*out = NULL;
+	if (!len || off > size || len > size - off)
+		return -EINVAL;
+	zf = calloc(1, sizeof(*zf));
+	if (!zf)
+		return -ENOMEM;
+	zf->size = len;
+	zf->blkszbits = zc->blkszbits;
+	zf->zc = zc;
+	zf->seg_off = off;
+	if (off)
+		zf->seg |= KILN_ZSEG_CONT;
+	if (off + len < size)
+		zf->seg |= KILN_ZSEG_MORE;
+	/* held in memory (no image): the writer places it at commit */
+	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS)
+		err = kiln_zpack_extents(zc, NULL, part_read, &src, zf);
+	else
+		err = kiln_zpack_classic(zc, NULL, part_read, &src, zf);
+	if (err) {
+		kiln_zfile_free(zf);
+		return err;
+	}
+	kiln_zindex_choose(zf);
+	kiln_zctx_note_file(zc, zf);
+	*out = zf;
+	return 0;
+}
+
+int kiln_zfile_join(struct kiln_zfile **whole, struct kiln_zfile *part)
+{
+	struct kiln_zfile *w = *whole;
+
+	if (!w) {
+		if (part->seg_off)
+			return -EINVAL;
+		*whole = part;
+		return 0;
+	}
+	/* parts arrive committed, in order, each right after the last */
+	if (part->held || part->frag || part->seg_off != w->size || w->idata)
+		return -EINVAL;
+	for (size_t i = 0; i < part->nr_ext; i++) {
+		struct kiln_zext e = part->ext[i];
+		int err;
+
+		/* the last part's tail, placed in the packed inode at commit */
+		if (e.flags & KILN_ZEXT_FRAGMENT)
+			w->fragoff = part->fragoff;
+		e.lstart += part->seg_off;
+		err = kiln_zfile_add(w, &e);
+		if (err)
+			return err;
+	}
+	w->size = part->seg_off + part->size;
+	w->blocks += part->blocks;
+	w->seg = part->seg;
+	if (part->nr_ext && part->ext[part->nr_ext - 1].flags & KILN_ZEXT_FRAGMENT)
+		w->fragoff = part->fragoff;	/* placed by its commit */
+	if (part->idata) {
+		w->idata = part->idata;
+		w->idata_size = part->idata_size;
+		part->idata = NULL;
+		part->idata_size = 0;
+	}
+	kiln_zfile_free(part);
+	return 0;
+}
+
+void kiln_zfile_seal(struct kiln_zfile *whole)
+{
+	kiln_zindex_choose(whole);
+	kiln_zctx_note_file(whole->zc, whole);
+}

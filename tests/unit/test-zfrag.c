@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Tests for lib/builder/zfrag.c (the fragment buffer: append, dedupe,
+ * spill to a temporary file) and for how compressed files hand their
+ * tails to it (zpack.c fragments, kiln_zfile_commit()).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <kiln/builder.h>
+
+#include "builder/output.h"
+#include "builder/zfrag.h"
+#include "builder/zinternal.h"
+#include "tap.h"
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		p[i] = (uint8_t)(seed >> 16);
+	}
+}
+
+TEST(fragments_are_appended_in_order)
+{
+	struct kiln_zfrag *fr;
+	uint8_t a[100], b[300], got[400];
+	uint64_t off = 99;
+
+	fill(a, sizeof(a), 1);
+	fill(b, sizeof(b), 2);
+	CHECK_EQ(kiln_zfrag_new(0, NULL, &fr), 0);
+	CHECK_EQ(kiln_zfrag_add(fr, a, sizeof(a), &off), 0);
+	CHECK_EQ(off, 0);
+	CHECK_EQ(kiln_zfrag_add(fr, b, sizeof(b), &off), 0);
+	CHECK_EQ(off, 100);
+	CHECK_EQ(kiln_zfrag_size(fr), 400);
+	CHECK_EQ(kiln_zfrag_read(fr, got, sizeof(got), 0), 0);
+	CHECK(!memcmp(got, a, sizeof(a)));
+	CHECK(!memcmp(got + 100, b, sizeof(b)));
+	CHECK_EQ(kiln_zfrag_read(fr, got, 2, 399), -EINVAL);
+	CHECK_EQ(kiln_zfrag_add(fr, a, 0, &off), -EINVAL);
+	kiln_zfrag_free(fr);
+}
+
+TEST(identical_fragments_are_stored_once)
+{
+	struct kiln_zfrag *fr;
+	uint8_t a[5000], b[5000];
+	uint64_t o1, o2, o3, o4;
+
+	fill(a, sizeof(a), 3);
+	memcpy(b, a, sizeof(b));
+	CHECK_EQ(kiln_zfrag_new(0, NULL, &fr), 0);
+	CHECK_EQ(kiln_zfrag_add(fr, a, sizeof(a), &o1), 0);
+	CHECK_EQ(kiln_zfrag_add(fr, b, sizeof(b), &o2), 0);
+	CHECK_EQ(o1, o2);
+	CHECK_EQ(kiln_zfrag_size(fr), 5000);
+	CHECK_EQ(kiln_zfrag_saved(fr), 5000);
+	/* same length, one byte differs: stored */
+	b[4999] ^= 1;
+	CHECK_EQ(kiln_zfrag_add(fr, b, sizeof(b), &o3), 0);
+	CHECK_EQ(o3, 5000);
+	/* a prefix is a different fragment (its own hash) */
+	CHECK_EQ(kiln_zfrag_add(fr, a, 10, &o4), 0);
+	CHECK_EQ(o4, 10000);
+	CHECK_EQ(kiln_zfrag_size(fr), 10010);
+	kiln_zfrag_free(fr);
+}
+
+TEST(many_fragments_grow_the_table_and_still_dedupe)
+{
+	struct kiln_zfrag *fr;
+	uint8_t buf[64];
+	uint64_t off, first[2000];
+
+	CHECK_EQ(kiln_zfrag_new(0, NULL, &fr), 0);
+	for (uint32_t i = 0; i < 2000; i++) {
+		fill(buf, sizeof(buf), i);
+		CHECK_EQ(kiln_zfrag_add(fr, buf, sizeof(buf), &first[i]), 0);
+	}
+	for (uint32_t i = 0; i < 2000; i += 7) {
+		fill(buf, sizeof(buf), i);
+		CHECK_EQ(kiln_zfrag_add(fr, buf, sizeof(buf), &off), 0);
+		CHECK_EQ(off, first[i]);
+	}
+	CHECK_EQ(kiln_zfrag_size(fr), 2000 * 64);
+	kiln_zfrag_free(fr);
+}
+
+TEST(a_buffer_past_its_memory_limit_spills_and_reads_back)
+{
+	struct kiln_zfrag *fr;
+	uint8_t *data = malloc(50000), *got = malloc(50000);
+	uint64_t off, again;
+
+	CHECK(data && got);
+	fill(data, 50000, 9);
+	CHECK_EQ(kiln_zfrag_new(4096, NULL, &fr), 0);
+	CHECK_EQ(kiln_zfrag_add(fr, data, 3000, &off), 0);
+	CHECK(!kiln_zfrag_spilled(fr));
+	CHECK_EQ(kiln_zfrag_add(fr, data + 3000, 47000, &off), 0);
+	CHECK_EQ(off, 3000);
+	CHECK(kiln_zfrag_spilled(fr));
+	CHECK_EQ(kiln_zfrag_read(fr, got, 50000, 0), 0);
+	CHECK(!memcmp(got, data, 50000));
+	/* dedupe compares against the file now */
+	CHECK_EQ(kiln_zfrag_add(fr, data + 3000, 47000, &again), 0);
+	CHECK_EQ(again, 3000);
+	CHECK_EQ(kiln_zfrag_add(fr, data, 3000, &again), 0);
+	CHECK_EQ(again, 0);
+	CHECK_EQ(kiln_zfrag_size(fr), 50000);
+	kiln_zfrag_free(fr);
+	free(data);
+	free(got);
+}
+
+/* ---- compressed files hand their tails over ---- */
+
+struct memsrc {
+	const uint8_t *data;
+	uint64_t size;
+};
+
+static int mem_read(void *ctx, void *buf, size_t len, uint64_t off)
+{
+	const struct memsrc *m = ctx;
+
+	if (off > m->size || len > m->size - off)
+		return -EIO;
+	memcpy(buf, m->data + off, len);
+	return 0;
+}
+
+static uint8_t *text(size_t n, uint32_t seed)
+{
+	static const char *const words[] = { "kiln ", "erofs ", "tail ",
+					     "fragment\n", "packed " };
+	uint8_t *p = malloc(n ? n : 1);
+
+	for (size_t i = 0; p && i < n;) {
+		const char *w;
+
+		seed = seed * 1103515245u + 12345u;
+		w = words[(seed >> 16) % 5];
+		for (; *w && i < n; w++)
+			p[i++] = (uint8_t)*w;
+	}
+	return p;
+}
+
+static struct kiln_zctx *frag_ctx(enum kiln_compress_layout layout,
+				  unsigned int flags)
+{
+	struct kiln_build_opts o;
+	struct kiln_logger lg = { 0 };
+	struct kiln_zctx *zc = NULL;
+
+	memset(&o, 0, sizeof(o));
+	o.struct_size = sizeof(o);
+	o.compress.codec = KILN_CODEC_LZ4HC;
+	o.compress_layout = layout;
+	o.compress_flags = KILN_COMPRESS_FRAGMENTS | flags;
+	if (kiln_zctx_new(&o, 12, &lg, &zc))
+		return NULL;
+	return zc;
+}
+
+static bool last_is_fragment(const struct kiln_zfile *zf)
+{
+	return zf->nr_ext && zf->ext[zf->nr_ext - 1].flags & KILN_ZEXT_FRAGMENT;
+}
+
+TEST(tails_and_small_files_become_fragments_at_commit)
+{
+	const enum kiln_compress_layout layouts[] = {
+		KILN_COMPRESS_LAYOUT_CLASSIC, KILN_COMPRESS_LAYOUT_EXTENTS,
+	};
+
+	for (size_t l = 0; l < 2; l++) {
+		struct kiln_zctx *zc = frag_ctx(layouts[l], 0);
+		uint8_t *big = text(200000, 5), *small = text(1000, 6);
+		struct memsrc sb = { big, 200000 }, ss = { small, 1000 };
+		struct kiln_zfile *a = NULL, *b = NULL, *c = NULL;
+		uint8_t got[70000];
+		uint64_t tail;
+
+		CHECK(zc && big && small);
+		if (!zc || !big || !small)
+			return;
+		/* compressed in memory: nothing is in the buffer before commit */
+		CHECK_EQ(kiln_zfile_compress(zc, mem_read, &ss, 1000, &a), 0);
+		CHECK_EQ(kiln_zfile_compress(zc, mem_read, &sb, 200000, &b), 0);
+		CHECK_EQ(kiln_zfile_compress(zc, mem_read, &ss, 1000, &c), 0);
+		CHECK_EQ(kiln_zfrag_size(zc->frag), 0);
+		CHECK(a && a->kind == KILN_ZMAP_FRAGMENT);
+		CHECK(b && b->kind != KILN_ZMAP_FRAGMENT && last_is_fragment(b));
+		/* commit order decides the offsets; the duplicate is shared */
+		CHECK_EQ(kiln_zfile_place_fragment(a), 0);
+		CHECK_EQ(kiln_zfile_place_fragment(b), 0);
+		CHECK_EQ(kiln_zfile_place_fragment(c), 0);
+		CHECK_EQ(a->fragoff, 0);
+		CHECK_EQ(b->fragoff, 1000);
+		CHECK_EQ(c->fragoff, 0);
+		tail = b->ext[b->nr_ext - 1].lstart;
+		CHECK(tail > 0 && tail < 200000);
+		CHECK_EQ(kiln_zfrag_size(zc->frag), 1000 + (200000 - tail));
+		CHECK_EQ(kiln_zfrag_read(zc->frag, got, 200000 - tail, 1000), 0);
+		CHECK(!memcmp(got, big + tail, 200000 - tail));
+		kiln_zfile_free(a);
+		kiln_zfile_free(b);
+		kiln_zfile_free(c);
+		kiln_zctx_free(zc);
+		free(big);
+		free(small);
+	}
+}
+
+TEST(fragments_win_over_ztailpacking)
+{
+	struct kiln_zctx *zc = frag_ctx(KILN_COMPRESS_LAYOUT_CLASSIC,
+					KILN_COMPRESS_ZTAILPACKING);
+	uint8_t *data = text(9000, 8);
+	struct memsrc s = { data, 9000 };
+	struct kiln_zfile *zf = NULL;
+
+	CHECK(zc && data);
+	if (!zc || !data)
+		return;
+	CHECK_EQ(kiln_zfile_compress(zc, mem_read, &s, 9000, &zf), 0);
+	CHECK(zf && !kiln_zfile_has_inline(zf) && last_is_fragment(zf));
+	kiln_zfile_free(zf);
+	kiln_zctx_free(zc);
+	free(data);
+}
+
+/* A fragment offset past 4 GiB: full indexes, high half in the tail head. */
+TEST(fragment_offsets_past_4gib_use_full_indexes)
+{
+	struct kiln_zext c = { .lstart = 0, .llen = 8192, .pstart = 4096,
+			       .plen = 4096, .fmt = 1 };
+	struct kiln_zext f = { .lstart = 8192, .llen = 10000, .fmt = 1,
+			       .flags = KILN_ZEXT_FRAGMENT };
+	struct kiln_zfile zf;
+	uint8_t map[256];
+	size_t len = 0;
+
+	memset(&zf, 0, sizeof(zf));
+	zf.size = 18192;
+	zf.blkszbits = 12;
+	zf.lclusterbits = 12;
+	zf.kind = KILN_ZMAP_COMPACT;
+	zf.alg = 0;
+	CHECK_EQ(kiln_zfile_add(&zf, &c), 0);
+	CHECK_EQ(kiln_zfile_add(&zf, &f), 0);
+	zf.fragoff = 123;
+	kiln_zindex_choose(&zf);
+	CHECK_EQ(zf.kind, KILN_ZMAP_COMPACT);
+	zf.fragoff = (5ull << 32) | 123;
+	kiln_zindex_choose(&zf);
+	CHECK_EQ(zf.kind, KILN_ZMAP_FULL);
+	CHECK_EQ(kiln_zindex_size(&zf, 64, &len), 0);
+	CHECK(len <= sizeof(map));
+	CHECK_EQ(kiln_zindex_encode(&zf, 64, map, len), 0);
+	/* header: h_fragmentoff low half, FRAGMENT_PCLUSTER advise */
+	CHECK_EQ(map[0] | map[1] << 8, 123);
+	CHECK(map[4] & 0x20);
+	/* record 2 (the tail's head, from byte 80 + 16): HEAD1, block 5 */
+	CHECK_EQ(map[32] & 3, 1);
+	CHECK_EQ(map[36], 5);
+	free(zf.ext);
+}
+
+TAP_MAIN(TAP_ENTRY(fragment_offsets_past_4gib_use_full_indexes),
+	 TAP_ENTRY(fragments_are_appended_in_order),
+	 TAP_ENTRY(identical_fragments_are_stored_once),
+	 TAP_ENTRY(many_fragments_grow_the_table_and_still_dedupe),
+	 TAP_ENTRY(a_buffer_past_its_memory_limit_spills_and_reads_back),
+	 TAP_ENTRY(tails_and_small_files_become_fragments_at_commit),
+	 TAP_ENTRY(fragments_win_over_ztailpacking))
