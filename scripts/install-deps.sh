@@ -7,7 +7,7 @@ PKGS="build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
 libzstd-dev liblz4-dev libdeflate-dev liblzma-dev libfuse3-dev fuse3
 libarchive-dev libxxhash-dev libisal-dev python3 python3-pytest attr
 erofs-utils squashfs-tools squashfuse fio zstd xz-utils bzip2 gzip
-util-linux kmod"
+util-linux kmod time bc"
 
 missing=""
 for p in $PKGS; do

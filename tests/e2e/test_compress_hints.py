@@ -63,7 +63,9 @@ def test_hints_choose_each_files_codec(kiln, htree, tmp_path, kernel_mount,
     hints = write_hints(tmp_path, ["*.txt zstd:19", "docs/deep/*.bin lz4",
                                    "keep.log none", "*.bin lz4hc:12"])
     img = tmp_path / "h.erofs"
-    kiln.build(htree, img, "-z", "zstd:3", "--compress-hints", hints, *extra)
+    # the classic layout: its map header names each file's algorithm
+    kiln.build(htree, img, "-z", "zstd:3", "--layout", "classic",
+               "--compress-hints", hints, *extra)
     info = kiln.info(img)
     assert sorted(info["compression"]) == ["lz4", "zstd"]
     assert map_of(kiln, img, "/note-3.txt")[1] == ZSTD
@@ -151,7 +153,8 @@ def test_hints_apply_to_tar_input(kiln, htree, tmp_path, kernel_mount):
     hints = write_hints(tmp_path, ["*.txt zstd:19", "docs/deep/*.bin lz4",
                                    "keep.log none"])
     img = tmp_path / "t.erofs"
-    kiln.ok("build", "-z", "zstd", "--fragments", "--compress-hints", hints,
+    kiln.ok("build", "-z", "zstd", "--layout", "classic", "--fragments",
+            "--compress-hints", hints,
             "--tar", tar, img)
     assert map_of(kiln, img, "/docs/deep/blob-2.bin")[1] == LZ4
     assert map_of(kiln, img, "/note-1.txt")[1] == ZSTD
