@@ -148,6 +148,8 @@ int kiln_scan_tree(struct kiln_build *b);
 const char *kiln_node_path(const struct kiln_build *b,
 			   const struct kiln_node *n, char *buf, size_t len);
 void kiln_tree_free(struct kiln_build *b);
+/* Append @n to b->nodes (the inode order); 0 or -ENOMEM. */
+int kiln_nodes_push(struct kiln_build *b, struct kiln_node *n);
 /* @path, or its two ends around "..." in @buf when it is @cap or longer. */
 const char *kiln_path_abbrev(const char *path, char *buf, size_t cap);
 #define KILN_PATH_BUF 4352

@@ -90,21 +90,6 @@ static int packed_write_plain(struct kiln_build *b, struct kiln_node *n,
 	return err;
 }
 
-static int packed_add_node(struct kiln_build *b, struct kiln_node *n)
-{
-	if (b->nr_nodes == b->nodes_cap) {
-		size_t cap = b->nodes_cap ? b->nodes_cap * 2 : 16;
-		struct kiln_node **v = realloc(b->nodes, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		b->nodes = v;
-		b->nodes_cap = cap;
-	}
-	b->nodes[b->nr_nodes++] = n;
-	return 0;
-}
-
 int kiln_packed_write(struct kiln_build *b)
 {
 	struct kiln_zctx *zc = b->zctx;
@@ -117,7 +102,7 @@ int kiln_packed_write(struct kiln_build *b)
 	n = calloc(1, sizeof(*n));
 	if (!n)
 		return -ENOMEM;
-	err = packed_add_node(b, n);
+	err = kiln_nodes_push(b, n);
 	if (err) {
 		free(n);
 		return err;

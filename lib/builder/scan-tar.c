@@ -148,22 +148,16 @@ static int child_add(struct tar *t, struct kiln_node *dir, const char *name,
 
 static int node_new(struct tar *t, struct kiln_node **np)
 {
-	struct kiln_build *b = t->b;
-	struct kiln_node *n;
+	struct kiln_node *n = calloc(1, sizeof(*n));
+	int err;
 
-	if (b->nr_nodes == b->nodes_cap) {
-		size_t cap = b->nodes_cap ? b->nodes_cap * 2 : 256;
-		struct kiln_node **v = realloc(b->nodes, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		b->nodes = v;
-		b->nodes_cap = cap;
-	}
-	n = calloc(1, sizeof(*n));
 	if (!n)
 		return -ENOMEM;
-	b->nodes[b->nr_nodes++] = n;
+	err = kiln_nodes_push(t->b, n);
+	if (err) {
+		free(n);
+		return err;
+	}
 	*np = n;
 	return 0;
 }

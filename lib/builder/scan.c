@@ -146,7 +146,7 @@ static int link_add(struct link_map *m, struct kiln_node *n)
 	return 0;
 }
 
-static int nodes_push(struct kiln_build *b, struct kiln_node *n)
+int kiln_nodes_push(struct kiln_build *b, struct kiln_node *n)
 {
 	if (b->nr_nodes == b->nodes_cap) {
 		size_t cap = b->nodes_cap ? b->nodes_cap * 2 : 256;
@@ -466,7 +466,7 @@ static int scan_dir(struct scan *s, struct kiln_node *dir)
 		n->parent = dir;
 		n->depth = dir->depth + 1;
 		d->node = n;
-		err = nodes_push(s->b, n);
+		err = kiln_nodes_push(s->b, n);
 		if (err) {
 			free(n);
 			break;
@@ -521,7 +521,7 @@ int kiln_scan_tree(struct kiln_build *b)
 		goto out;
 	}
 	b->root = root;
-	err = nodes_push(b, root);
+	err = kiln_nodes_push(b, root);
 	if (err) {
 		free(root);
 		b->root = NULL;

@@ -240,6 +240,14 @@ static int zpack_check_hold(struct zpack *z)
 	return 0;
 }
 
+/* After each pcluster: decide whether to stay compressed, then flush. */
+static int zpack_after_put(struct zpack *z)
+{
+	int err = zpack_check_hold(z);
+
+	return err ? err : zsink_maybe_flush(&z->sink);
+}
+
 /*
  * Turn relative pcluster offsets into image addresses, count blocks. The
  * file stays compressed when that saves at least one block.
@@ -535,9 +543,7 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 		err = classic_put(&z, pos, src, in_len, r);
 		pos += in_len;
 		if (!err)
-			err = zpack_check_hold(&z);
-		if (!err)
-			err = zsink_maybe_flush(&z.sink);
+			err = zpack_after_put(&z);
 	}
 	if (!err)
 		err = zpack_finish(&z);
@@ -674,9 +680,7 @@ int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
 		err = extent_put(&z, pos, src, llen, r);
 		pos += llen;
 		if (!err)
-			err = zpack_check_hold(&z);
-		if (!err)
-			err = zsink_maybe_flush(&z.sink);
+			err = zpack_after_put(&z);
 	}
 	if (!err)
 		err = zpack_finish(&z);
