@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "codec/codec.h"
 #include "reader/internal.h"
 #include "util/checked.h"
 #include "util/endian.h"
@@ -62,6 +63,58 @@ static int check_checksum(struct kiln_image *img)
 	return 0;
 }
 
+/*
+ * One config record's payload, checked as the kernel checks it at mount
+ * (notes 1.5, 10.1): a record the kernel refuses makes the image unusable.
+ */
+static int check_compr_cfg(struct kiln_image *img, unsigned int alg,
+			    const uint8_t *p, uint32_t len)
+{
+	static const uint32_t need[Z_EROFS_COMPRESSION_MAX] = {
+		[Z_EROFS_COMPRESSION_LZ4] = sizeof(struct z_erofs_lz4_cfgs),
+		[Z_EROFS_COMPRESSION_LZMA] = sizeof(struct z_erofs_lzma_cfgs),
+		[Z_EROFS_COMPRESSION_DEFLATE] =
+			sizeof(struct z_erofs_deflate_cfgs),
+		[Z_EROFS_COMPRESSION_ZSTD] = sizeof(struct z_erofs_zstd_cfgs),
+	};
+	uint32_t v;
+
+	if (len < need[alg])
+		return KILN_CORRUPT(img, "compression config %u: %u bytes, at least %u expected",
+				    alg, len, need[alg]);
+	switch (alg) {
+	case Z_EROFS_COMPRESSION_LZ4:
+		v = kiln_get_le16(p + 2);	/* max_pclusterblks */
+		if ((uint64_t)v << img->sb.blkszbits > Z_EROFS_PCLUSTER_MAX_SIZE)
+			return KILN_CORRUPT(img, "lz4 config: pclusters of %u blocks, more than 1 MiB",
+					    v);
+		break;
+	case Z_EROFS_COMPRESSION_LZMA:
+		v = kiln_get_le32(p);		/* dict_size */
+		if (kiln_get_le16(p + 4))
+			return KILN_CORRUPT(img, "lzma config: unknown format %u",
+					    kiln_get_le16(p + 4));
+		if (v < (4u << 10) || v > (8u << 20))
+			return KILN_CORRUPT(img, "lzma config: dictionary of %u bytes, not in 4 KiB..8 MiB",
+					    v);
+		break;
+	case Z_EROFS_COMPRESSION_DEFLATE:
+		if (p[0] > 15)
+			return KILN_CORRUPT(img, "deflate config: window bits %u, more than 15",
+					    p[0]);
+		break;
+	case Z_EROFS_COMPRESSION_ZSTD:
+		if (p[0])
+			return KILN_CORRUPT(img, "zstd config: unknown format %u",
+					    p[0]);
+		if (p[1] > KILN_ZSTD_WINDOW_LOG - 10)
+			return KILN_CORRUPT(img, "zstd config: window log %u, more than %u",
+					    p[1] + 10u, KILN_ZSTD_WINDOW_LOG);
+		break;
+	}
+	return 0;
+}
+
 /* Bounds-check the config records after the superblock (notes 1.5). */
 static int scan_compr_cfgs(struct kiln_image *img)
 {
@@ -70,8 +123,9 @@ static int scan_compr_cfgs(struct kiln_image *img)
 	if (!(img->sb.feature_incompat & EROFS_FEATURE_INCOMPAT_COMPR_CFGS))
 		return 0;
 	for (unsigned int alg = 0; alg < Z_EROFS_COMPRESSION_MAX; alg++) {
-		const void *p;
+		const uint8_t *p;
 		uint32_t len;
+		int err;
 
 		if (!(img->sb.compr_algs & (1u << alg)))
 			continue;
@@ -83,9 +137,13 @@ static int scan_compr_cfgs(struct kiln_image *img)
 		len = kiln_get_le16(p);
 		if (!len)
 			len = 65536;
-		if (!kiln_metabuf_get(img, pos + 2, len))
+		p = kiln_metabuf_get(img, pos + 2, len);
+		if (!p)
 			return KILN_CORRUPT(img, "compression config %u: %u bytes past the image end",
 					    alg, len);
+		err = check_compr_cfg(img, alg, p, len);
+		if (err)
+			return err;
 		img->zcfg_off[alg] = pos + 2;
 		img->zcfg_len[alg] = len;
 		pos += 2 + len;

@@ -359,7 +359,7 @@ static int zr_plain(struct kiln_file *file, const struct kiln_zext *ext,
 {
 	struct kiln_image *img = file->img;
 	const uint8_t *p = kiln_metabuf_get(img, ext->pa, ext->plen);
-	uint64_t c, end = within + n;
+	uint64_t r, c, end = within + n;
 
 	if (!p)
 		return KILN_CORRUPT(img, "nid %llu: plain pcluster at %llu outside the image",
@@ -369,12 +369,22 @@ static int zr_plain(struct kiln_file *file, const struct kiln_zext *ext,
 		memcpy(buf, p + within, n);
 		return 0;
 	}
-	/* extent bytes [0, c) are the pcluster's last c bytes */
-	c = KILN_MIN(img->sb.blksz - ext->la % img->sb.blksz, ext->llen);
+	/*
+	 * The pcluster is rotated by the extent's offset in its block: extent
+	 * byte 0 sits r bytes before the pcluster's end, r the room left in
+	 * that block, even when the extent is shorter than r (as Linux reads
+	 * it). Bytes [0, c) come from there, the rest from the start.
+	 */
+	r = img->sb.blksz - ext->la % img->sb.blksz;
+	if (r > ext->plen || ext->llen > ext->plen)
+		return KILN_CORRUPT(img, "nid %llu: interlaced pcluster at %llu shorter than its extent",
+				    (unsigned long long)file->inode.nid,
+				    (unsigned long long)ext->pa);
+	c = KILN_MIN(r, ext->llen);
 	if (within < c) {
 		uint64_t m = KILN_MIN(end, c) - within;
 
-		memcpy(buf, p + ext->plen - c + within, m);
+		memcpy(buf, p + ext->plen - r + within, m);
 		buf += m;
 		within += m;
 	}
