@@ -6,17 +6,19 @@
 #  2. zero-copy decoding against the forced decode-to-scratch-then-copy path;
 #  3. the f2fs seed's dd test: a 1000 MB file read with 512 KiB reads from a
 #     cold cache, compressed and uncompressed, kernel mount and kiln's reader.
-# Usage: bench/read.sh [--quick] [--no-dd]   (root needed for mounts)
+# Usage: bench/read.sh [--quick] [--no-dd | --dd-only]   (root needed for mounts)
 set -u
 . "$(dirname "$0")/lib.sh"
 
 QUICK=0
 DD=1
+DD_ONLY=0
 for a in "$@"; do
 	case $a in
 	--quick) QUICK=1 ;;
 	--no-dd) DD=0 ;;
-	*) echo "usage: $0 [--quick] [--no-dd]" >&2; exit 2 ;;
+	--dd-only) DD_ONLY=1 ;;
+	*) echo "usage: $0 [--quick] [--no-dd | --dd-only]" >&2; exit 2 ;;
 	esac
 done
 
@@ -24,6 +26,7 @@ SEED=$OUT/seedfiles
 MNT=$OUT/mnt
 [ -f "$SEED/large_48bit.bin" ] || /usr/bin/python3 "$BENCH_ROOT/bench/mkseedfiles.py" "$SEED" $([ $DD = 1 ] && echo --dd)
 [ $DD = 1 ] && [ ! -f "$SEED/big.bin" ] && /usr/bin/python3 "$BENCH_ROOT/bench/mkseedfiles.py" "$SEED" --dd
+if [ $DD_ONLY = 0 ]; then
 SRC=$OUT/seedtree
 rm -rf "$SRC"; mkdir -p "$SRC"
 ln "$SEED/shifted_mixed.bin" "$SEED/large_48bit.bin" "$SRC/"
@@ -109,6 +112,8 @@ echo "== zero copy vs forced copy (warm cache, library reader, no cache)"
 		printf '%-28s %10s/s %10s/s %6s\n' "$name MiB" "$z" "$c" "$(ratio "$z" "$c")"
 	done
 } | tee "$OUT/read-zerocopy.txt"
+
+fi # DD_ONLY
 
 if [ $DD = 1 ]; then
 	echo "== dd test: 1000 MB file, 512 KiB reads, cold cache"
