@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Compressed image size and build time, every codec, side by side in one run:
+#   kiln (defaults), kiln-best (128 KiB pclusters/extents, fragments, dedupe),
+#   mkfs.erofs (-z only) and mkfs.erofs-best (-C131072 and its -E options:
+#   fragments, dedupe, 48bit where the algorithm allows; erofs-utils 1.9+),
+#   mksquashfs (its defaults: 128 KiB blocks, fragments, duplicate files)
+# for lz4, lz4hc, deflate:6 (squashfs: gzip -6), zstd:3, zstd:15 and
+# lzma:6 (squashfs: xz), on each corpus.
+#
+# Usage: bench/compress.sh [--quick] [--corpus DIR]...
+#   --quick   /usr/share/doc only, and only lz4hc, zstd:3 and lzma:6
+# SETTINGS="zstd3 lzma6" picks settings. Peers come from PATH (a newer
+# mkfs.erofs first on PATH is measured as it is).
+# Results: bench/out/compress-<time>.txt (table) and .csv.
+set -eu
+. "$(dirname "$0")/lib.sh"
+
+CORPORA=()
+QUICK=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) QUICK=1 ;;
+	--corpus) CORPORA+=("$2"); shift ;;
+	*) echo "usage: $0 [--quick] [--corpus DIR]..." >&2; exit 2 ;;
+	esac
+	shift
+done
+if [ ${#CORPORA[@]} -eq 0 ]; then
+	CORPORA=(/usr/share/doc)
+	if [ $QUICK = 0 ]; then
+		CORPORA+=(/usr/lib/x86_64-linux-gnu)
+		for d in "$OUT"/corpus/linux-source-*/; do
+			[ -d "$d" ] && CORPORA+=("${d%/}")
+		done
+	fi
+fi
+if [ $QUICK = 1 ]; then
+	SETTINGS=${SETTINGS:-lz4hc zstd3 lzma6}
+else
+	SETTINGS=${SETTINGS:-lz4 lz4hc deflate6 zstd3 zstd15 lzma6}
+fi
+[ -x "$KILN" ] || { echo "no kiln at $KILN (build first or set KILN)" >&2; exit 1; }
+
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+TXT=$OUT/compress-$STAMP.txt
+CSV=$OUT/compress-$STAMP.csv
+IMG=$OUT/compress-work.img
+echo "corpus,setting,tool,seconds,image_bytes" > "$CSV"
+
+MKFS_VER=$(mkfs.erofs -V 2>/dev/null | head -n1 | sed 's/^mkfs.erofs *//')
+MKFS_NEW=0	# zstd, lzma, deflate, -E48bit/fragments/dedupe, --workers
+if have mkfs.erofs && mkfs.erofs --help 2>&1 | grep -q -- '--workers'; then
+	MKFS_NEW=1
+fi
+
+# kiln -z, mkfs.erofs -z, mksquashfs -comp args, for each setting
+kiln_z() {
+	case $1 in
+	lz4) echo lz4 ;; lz4hc) echo lz4hc:9 ;; deflate6) echo deflate:6 ;;
+	zstd3) echo zstd:3 ;; zstd15) echo zstd:15 ;; lzma6) echo lzma:6 ;;
+	esac
+}
+mkfs_z() {
+	case $1 in
+	lz4) echo lz4 ;; lz4hc) echo lz4hc,9 ;;
+	deflate6) [ $MKFS_NEW = 1 ] && echo deflate,level=6 ;;
+	zstd3) [ $MKFS_NEW = 1 ] && echo zstd,level=3 ;;
+	zstd15) [ $MKFS_NEW = 1 ] && echo zstd,level=15 ;;
+	lzma6) [ $MKFS_NEW = 1 ] && echo lzma,level=6 ;;
+	esac
+	return 0
+}
+squash_comp() {
+	case $1 in
+	lz4) echo "-comp lz4" ;; lz4hc) echo "-comp lz4 -Xhc" ;;
+	deflate6) echo "-comp gzip -Xcompression-level 6" ;;
+	zstd3) echo "-comp zstd -Xcompression-level 3" ;;
+	zstd15) echo "-comp zstd -Xcompression-level 15" ;;
+	lzma6) echo "-comp xz" ;;
+	esac
+}
+
+# one TOOL SETTING CORPUS CMD...: time a build, record its size.
+declare -A SZ TM
+one() {
+	local tool=$1 set=$2 src=$3 t sz
+	shift 3
+	rm -f "$IMG"
+	t=$(time_cmd "$@") || true
+	sz=$(stat -c %s "$IMG" 2>/dev/null || echo nan)
+	[ "$t" = nan ] && sz=nan
+	SZ[$tool]=$sz
+	TM[$tool]=$t
+	echo "$src,$set,$tool,$t,$sz" >> "$CSV"
+}
+
+mib() { awk -v b="$1" 'BEGIN { if (b == "nan") print "nan"; else printf "%.1f", b / 1048576 }'; }
+
+TOOLS=(kiln kiln-best mkfs.erofs mkfs.erofs-best mksquashfs)
+{
+	echo "# bench/compress.sh $STAMP on $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "# kiln: $KILN -j2; kiln-best: + -C 131072 --fragments --dedupe"
+	echo "# mkfs.erofs: ${MKFS_VER:-erofs-utils 1.5}$([ $MKFS_NEW = 1 ] && echo '; best: -C131072 -Efragments,dedupe (+ -E48bit except lz4/lz4hc) --workers=2')"
+	echo "# mksquashfs: -processors 2 -noappend, 128 KiB blocks"
+	echo "# size_r: tool size / kiln-best size (above 1: kiln-best is smaller)"
+} | tee "$TXT"
+
+for src in "${CORPORA[@]}"; do
+	[ -d "$src" ] || continue
+	tar -C "$src" -cf - . > /dev/null	# warm the page cache for everyone
+	n=$(find "$src" | wc -l)
+	mb=$(du -sm --apparent-size "$src" | cut -f1)
+	{
+		echo
+		echo "## $src: $n entries, $mb MiB"
+		printf '%-9s %-16s %9s %11s %7s\n' setting tool seconds image_MiB size_r
+	} | tee -a "$TXT"
+	for set in $SETTINGS; do
+		SZ=(); TM=()
+		kz=$(kiln_z "$set")
+		one kiln "$set" "$src" "$KILN" build -q -j2 -z "$kz" "$src" "$IMG"
+		one kiln-best "$set" "$src" "$KILN" build -q -j2 -z "$kz" -C 131072 \
+			--fragments --dedupe "$src" "$IMG"
+		mz=$(mkfs_z "$set")
+		if [ -n "$mz" ] && have mkfs.erofs; then
+			one mkfs.erofs "$set" "$src" mkfs.erofs --quiet "-z$mz" "$IMG" "$src"
+			if [ $MKFS_NEW = 1 ]; then
+				e=-Efragments,dedupe
+				case $set in lz4*) ;; *) e=$e,48bit ;; esac
+				one mkfs.erofs-best "$set" "$src" mkfs.erofs --quiet \
+					"-z$mz" -C131072 "$e" --workers=2 "$IMG" "$src"
+			fi
+		fi
+		if have mksquashfs; then
+			# shellcheck disable=SC2046
+			one mksquashfs "$set" "$src" mksquashfs "$src" "$IMG" \
+				$(squash_comp "$set") -processors 2 -noappend -quiet
+		fi
+		for tool in "${TOOLS[@]}"; do
+			[ -n "${SZ[$tool]:-}" ] || continue
+			printf '%-9s %-16s %9s %11s %7s\n' "$set" "$tool" "${TM[$tool]}" \
+				"$(mib "${SZ[$tool]}")" "$(ratio "${SZ[$tool]}" "${SZ[kiln-best]}")"
+		done | tee -a "$TXT"
+	done
+done
+rm -f "$IMG"
+echo "results: $TXT" >&2
