@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # Parallel compressed builds side by side: wall time, peak RSS and size of
-#   kiln build -j2, mkfs.erofs, mksquashfs -processors 2, tar | zstd -T2
+#   kiln build -j2 (with and without --fragments), mkfs.erofs,
+#   mksquashfs -processors 2, tar | zstd -T2
 # at zstd level 3, zstd level 15 and lz4hc, on each corpus; then peak RSS
-# per million files on a generated tree of tiny files.
+# per million files on a generated tree of tiny files. A mkfs.erofs with
+# --workers (erofs-utils 1.8 and later, first on PATH) runs every setting
+# with 128 KiB pclusters, -Efragments,dedupe and --workers=2.
 #
 # Usage: bench/parallel.sh [--quick] [--classic-zstd] [--files N] [--corpus DIR]...
 #   --quick     /usr/share/doc only, 20,000 generated files
-#   --files N   generated tiny files (default 200,000; RSS is scaled to 1M)
+#   --files N   generated tiny files (default 200,000; RSS is scaled to 1M;
+#               0: none)
 #   --classic-zstd  also kiln's classic layout with zstd (slow: no native
 #               fixed-output zstd, each 4 KiB pcluster searches prefixes)
 # Ratios compare each tool with kiln-ext (kiln, 128 KiB extents); runs
 # over LIMIT_S seconds (default 900) are cut off and shown as nan.
+# SETTINGS="zstd15 lz4hc" runs only those settings (default: all three).
 # Results: bench/out/parallel-<time>.txt (table) and .csv.
 set -eu
 . "$(dirname "$0")/lib.sh"
@@ -47,16 +52,17 @@ TXT=$OUT/parallel-$STAMP.txt
 CSV=$OUT/parallel-$STAMP.csv
 WORK=$OUT/parallel-work
 mkdir -p "$WORK"
-echo "corpus,setting,tool,seconds,peak_rss_kib,image_bytes" > "$CSV"
+echo "corpus,setting,tool,seconds,peak_rss_kib,image_bytes,cpu_seconds" > "$CSV"
 
-# run TAG OUTFILE CMD...: one measured run; prints "seconds rss_kib bytes".
+# measure OUTFILE CMD...: one measured run; prints "seconds rss_kib bytes
+# cpu_seconds" (user + system: the machine may be shared, wall time not).
 measure() {
 	local out=$1 tlog=$WORK/time.log
 	shift
 	rm -f "$out"
 	if ! timeout "$LIMIT_S" /usr/bin/time -v -o "$tlog" "$@" >/dev/null 2>"$WORK/err.log"; then
 		echo "FAILED: $* ($(tail -n1 "$WORK/err.log"))" >&2
-		echo "nan nan nan"
+		echo "nan nan nan nan"
 		return
 	fi
 	awk -v f="$out" '
@@ -65,9 +71,10 @@ measure() {
 			for (i = 1; i <= n; i++) s = s * 60 + t[i]
 		}
 		/Maximum resident set size/ { rss = $NF }
+		/User time \(seconds\)|System time \(seconds\)/ { cpu += $NF }
 		END {
 			cmd = "stat -c %s " f; cmd | getline sz; close(cmd)
-			printf "%.2f %d %d\n", s, rss, sz
+			printf "%.2f %d %d %.2f\n", s, rss, sz, cpu
 		}' "$tlog"
 }
 
@@ -76,12 +83,23 @@ tar_zstd() { tar -C "$1" -cf - . | zstd -q -T2 "-$2" -o "$3" -f; }
 tar_lz4() { tar -C "$1" -cf - . | lz4 -q -9 - "$2"; }
 export -f tar_zstd tar_lz4
 
-MKFS_VER="erofs-utils $(dpkg-query -W -f '${Version}' erofs-utils 2>/dev/null || echo '?')"
+SETTINGS=${SETTINGS:-zstd3 zstd15 lz4hc}
+MKFS_VER=$(mkfs.erofs -V 2>/dev/null | head -n1 | sed 's/^mkfs.erofs *//')
+# erofs-utils with worker threads also has zstd, fragments and dedupe
+MKFS_MT=0
+if have mkfs.erofs && mkfs.erofs --help 2>&1 | grep -q -- '--workers'; then
+	MKFS_MT=1
+fi
 {
 	echo "# bench/parallel.sh $STAMP on $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "# kiln -j2; mksquashfs -processors 2; tar | zstd -T2 (lz4hc: tar | lz4 -9, single-threaded)"
-	echo "# mkfs.erofs: ${MKFS_VER:-unknown}: no multithreaded compression option and no zstd in this version"
-	echo "# kiln-ext: --layout extents -C 131072; kiln: classic 4 KiB pclusters"
+	if [ $MKFS_MT = 1 ]; then
+		echo "# mkfs.erofs: ${MKFS_VER:-unknown}: -C131072 -Efragments,dedupe --workers=2"
+	else
+		echo "# mkfs.erofs: ${MKFS_VER:-unknown}: no multithreaded compression option and no zstd in this version"
+	fi
+	echo "# kiln-ext: --layout extents -C 131072; kiln-frag: the same with --fragments;"
+	echo "# kiln: classic 4 KiB pclusters"
 	echo "# ratio columns: tool / kiln-ext (above 1: kiln-ext is faster, leaner or smaller)"
 } | tee "$TXT"
 
@@ -93,19 +111,25 @@ for src in "${CORPORA[@]}"; do
 	{
 		echo
 		echo "## $src: $nfiles entries, $((bytes / 1048576)) MiB"
-		printf "%-9s %-11s %8s %10s %12s %7s %9s %7s %7s\n" setting tool \
-			seconds peak_MiB image_MiB "in/out" t_ratio rss_r size_r
+		printf "%-9s %-11s %8s %8s %10s %12s %7s %9s %7s %7s\n" setting \
+			tool seconds cpu_s peak_MiB image_MiB "in/out" t_ratio \
+			rss_r size_r
 	} | tee -a "$TXT"
-	for setting in zstd3 zstd15 lz4hc; do
+	for setting in $SETTINGS; do
 		case $setting in
-		zstd3) kz=zstd:3; sq="-comp zstd -Xcompression-level 3"; zl=3 ;;
-		zstd15) kz=zstd:15; sq="-comp zstd -Xcompression-level 15"; zl=15 ;;
-		lz4hc) kz=lz4hc; sq="-comp lz4 -Xhc"; zl= ;;
+		zstd3) kz=zstd:3; sq="-comp zstd -Xcompression-level 3"; zl=3
+			mz=zstd,level=3 ;;
+		zstd15) kz=zstd:15; sq="-comp zstd -Xcompression-level 15"; zl=15
+			mz=zstd,level=15 ;;
+		lz4hc) kz=lz4hc; sq="-comp lz4 -Xhc"; zl=; mz=lz4hc ;;
+		*) echo "unknown setting $setting" >&2; exit 2 ;;
 		esac
 		declare -A R=()
 		# 128 KiB extents, as squashfs's default block size
 		R[kiln-ext]=$(measure "$WORK/k.erofs" "$KILN" build -q -j2 -z "$kz" \
 			--layout extents -C 131072 "$src" "$WORK/k.erofs")
+		R[kiln-frag]=$(measure "$WORK/k.erofs" "$KILN" build -q -j2 -z "$kz" \
+			--layout extents -C 131072 --fragments "$src" "$WORK/k.erofs")
 		# classic 4 KiB pclusters, as mkfs.erofs's default (zstd has no
 		# native fixed-output mode: its prefix search is slow, so the
 		# classic zstd rows run only with --classic-zstd)
@@ -113,7 +137,11 @@ for src in "${CORPORA[@]}"; do
 			R[kiln]=$(measure "$WORK/k.erofs" "$KILN" build -q -j2 \
 				-z "$kz" "$src" "$WORK/k.erofs")
 		fi
-		if [ $setting = lz4hc ] && have mkfs.erofs; then
+		if [ $MKFS_MT = 1 ]; then
+			R[mkfs.erofs]=$(measure "$WORK/m.erofs" mkfs.erofs --quiet \
+				-z"$mz" -C131072 -Efragments,dedupe --workers=2 \
+				"$WORK/m.erofs" "$src")
+		elif [ $setting = lz4hc ] && have mkfs.erofs; then
 			R[mkfs.erofs]=$(measure "$WORK/m.erofs" mkfs.erofs --quiet \
 				-zlz4hc "$WORK/m.erofs" "$src")
 		fi
@@ -129,22 +157,27 @@ for src in "${CORPORA[@]}"; do
 			R[tar+lz4]=$(measure "$WORK/t.tlz4" bash -c \
 				"tar_lz4 '$src' '$WORK/t.tlz4'")
 		fi
-		read -r ks kr kb <<< "${R[kiln-ext]}"
-		for tool in kiln-ext kiln mkfs.erofs mksquashfs tar+zstd tar+lz4; do
+		read -r ks kr kb _ <<< "${R[kiln-ext]}"
+		for tool in kiln-ext kiln-frag kiln mkfs.erofs mksquashfs tar+zstd tar+lz4; do
 			[ -n "${R[$tool]:-}" ] || continue
-			read -r s r b <<< "${R[$tool]}"
-			printf "%-9s %-11s %8s %10.1f %12.1f %7s %9s %7s %7s\n" \
-				$setting $tool "$s" "$(echo "$r/1024" | bc -l)" \
+			read -r s r b c <<< "${R[$tool]}"
+			printf "%-9s %-11s %8s %8s %10.1f %12.1f %7s %9s %7s %7s\n" \
+				$setting $tool "$s" "$c" "$(echo "$r/1024" | bc -l)" \
 				"$(echo "$b/1048576" | bc -l)" "$(ratio "$bytes" "$b")" \
 				"$(ratio "$s" "$ks")" "$(ratio "$r" "$kr")" \
 				"$(ratio "$b" "$kb")" | tee -a "$TXT"
-			echo "$src,$setting,$tool,$s,$r,$b" >> "$CSV"
+			echo "$src,$setting,$tool,$s,$r,$b,$c" >> "$CSV"
 		done
 		unset R
 	done
 done
 
 # Peak RSS per million files: a tree of $FILES tiny files, 1000 a directory.
+if [ "$FILES" -le 0 ]; then		# --files 0: corpora only
+	rm -f "$WORK"/*.erofs "$WORK"/*.sqfs "$WORK"/t.*
+	echo "results: $TXT"
+	exit 0
+fi
 TREE=$WORK/tiny-$FILES
 if [ ! -d "$TREE" ]; then
 	/usr/bin/python3 - "$TREE" "$FILES" <<'PY'
@@ -169,8 +202,8 @@ mkdir -p "$WORK/empty"
 tiny_row() {
 	local name=$1 s r b s0 r0 b0
 	shift
-	read -r s0 r0 b0 <<< "$(measure "$WORK/tiny.img" "$@" "$WORK/empty")"
-	read -r s r b <<< "$(measure "$WORK/tiny.img" "$@" "$TREE")"
+	read -r s0 r0 b0 _ <<< "$(measure "$WORK/tiny.img" "$@" "$WORK/empty")"
+	read -r s r b _ <<< "$(measure "$WORK/tiny.img" "$@" "$TREE")"
 	printf "%-34s %8s %10.1f %10.1f %14.1f\n" "$name" "$s" "$(echo "$r/1024" | bc -l)" \
 		"$(echo "$r0/1024" | bc -l)" \
 		"$(echo "($r-$r0)/1024*1000000/$FILES" | bc -l)" | tee -a "$TXT"

@@ -13,6 +13,7 @@
 #include "builder/output.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/threadpool.h"
 
 static int build_setup(struct kiln_build *b, const char *source,
 		       const char *image, const struct kiln_build_opts *opts)
@@ -93,6 +94,8 @@ static void build_release(struct kiln_build *b)
 {
 	kiln_out_abort(b->out);
 	b->out = NULL;
+	kiln_packed_free(b);
+	kiln_threadpool_free(b->pool);
 	if (b->zctx) {
 		for (size_t i = 0; i < b->nr_nodes; i++)
 			kiln_zfile_free(b->nodes[i]->zf);

@@ -160,9 +160,41 @@ static int tail_store(struct kiln_build *b, struct kiln_node *n,
 	return 0;
 }
 
-/* Whole blocks in the data area, the tail (if any) inline. */
+/* Dedupe confirms a copy of a source file's first bytes in the image. */
+struct flat_cmp {
+	struct src_file *src;
+	uint64_t len;
+};
+
+/* 1 when image bytes from @pstart equal the source's first cmp->len. */
+static int flat_same(void *ctx, uint64_t pstart)
+{
+	struct flat_cmp *c = ctx;
+	struct kiln_build *b = c->src->b;
+	size_t half = b->iobuf_size / 2;
+	uint8_t *img = (uint8_t *)b->iobuf + half;
+
+	for (uint64_t off = 0; off < c->len;) {
+		size_t n = (size_t)KILN_MIN((uint64_t)half, c->len - off);
+		int err = src_pread(c->src, b->iobuf, n, off);
+
+		if (!err)
+			err = kiln_out_pread(b->out, img, n, pstart + off);
+		if (err)
+			return err;
+		if (memcmp(b->iobuf, img, n))
+			return 0;
+		off += n;
+	}
+	return 1;
+}
+
+/*
+ * Whole blocks in the data area, the tail (if any) inline. With @flat
+ * (dedupe), blocks equal to an earlier file's are shared.
+ */
 static int write_flat(struct kiln_build *b, struct kiln_node *n,
-		      struct src_file *src)
+		      struct src_file *src, struct kiln_zfile *flat)
 {
 	uint64_t full = n->size >> b->blkszbits;
 	uint32_t tail = (uint32_t)(n->size & (b->blksz - 1));
@@ -174,10 +206,24 @@ static int write_flat(struct kiln_build *b, struct kiln_node *n,
 		tail = 0;
 	}
 	if (full) {
-		err = kiln_out_reserve(b->out, full, &n->startblk);
+		struct flat_cmp cmp = { .src = src, .len = n->size - tail };
+		uint64_t blocks_len = n->size >> b->blkszbits << b->blkszbits;
+		uint64_t at;
+
+		err = kiln_zfile_flat_find(flat, cmp.len, flat_same, &cmp, &at);
+		if (err > 0)
+			n->startblk = at >> b->blkszbits;
 		if (!err)
-			err = copy_range(src, 0, n->size - tail, n->startblk);
-		if (err)
+			err = kiln_out_reserve(b->out, full, &n->startblk);
+		if (!err)
+			err = copy_range(src, 0, cmp.len, n->startblk);
+		at = (uint64_t)n->startblk << b->blkszbits;
+		/* the whole blocks alone serve a copy with an inline tail */
+		if (!err && cmp.len != blocks_len)
+			err = kiln_zfile_flat_add(flat, blocks_len, at);
+		if (!err)
+			err = kiln_zfile_flat_add(flat, cmp.len, at);
+		if (err < 0)
 			return err;
 	}
 	n->datalayout = tail ? EROFS_INODE_FLAT_INLINE : EROFS_INODE_FLAT_PLAIN;
@@ -338,8 +384,12 @@ static int commit_compressed(struct kiln_build *b, struct kiln_node *n,
 	return err;
 }
 
-/* @raw: a worker found the data not worth compressing. */
-static int write_regular(struct kiln_build *b, struct kiln_node *n, bool raw)
+/*
+ * @raw: a worker found the data not worth compressing; @flat: its hashes
+ * for dedupe, or NULL.
+ */
+static int write_regular(struct kiln_build *b, struct kiln_node *n, bool raw,
+			 struct kiln_zfile *flat)
 {
 	char path[KILN_PATH_BUF];
 	struct src_file src = { .b = b, .path = path };
@@ -405,7 +455,7 @@ static int write_regular(struct kiln_build *b, struct kiln_node *n, bool raw)
 		if (err)
 			goto out;
 	}
-	err = write_flat(b, n, &src);
+	err = write_flat(b, n, &src, flat);
 out:
 	close(src.fd);
 	return err;
@@ -500,7 +550,7 @@ int kiln_data_write_stream(struct kiln_build *b, struct kiln_node *n,
 	    !(nr == 1 && ext[0].start < b->blksz &&
 	      ext[0].end + b->blksz > n->size))
 		return write_chunked(b, n, &src, ext, nr);
-	return write_flat(b, n, &src);
+	return write_flat(b, n, &src, NULL);
 }
 
 /* A streamed file whose map cannot go anywhere keeps no inline tail. */
@@ -530,16 +580,23 @@ int kiln_data_write_all(struct kiln_build *b)
 int kiln_data_commit_node(struct kiln_build *b, struct kiln_node *n,
 			  struct kiln_zfile *zf, bool raw)
 {
+	struct kiln_zfile *flat = NULL;
 	int err = 0;
 
+	if (zf && raw) {	/* only hashes, to share the raw blocks */
+		flat = zf;
+		zf = NULL;
+	}
 	if (zf)
 		n->zf = zf;	/* freed with the tree whatever happens */
 	if (!(n->flags & KILN_NODE_STREAMED))
 		n->datalayout = EROFS_INODE_FLAT_PLAIN;
 	if (!S_ISDIR(n->mode))
 		err = shape_inode(b, n);
-	if (err)
+	if (err) {
+		kiln_zfile_free(flat);
 		return err;
+	}
 	switch (n->mode & S_IFMT) {
 	case S_IFREG:
 		if (n->flags & KILN_NODE_STREAMED)
@@ -547,7 +604,7 @@ int kiln_data_commit_node(struct kiln_build *b, struct kiln_node *n,
 		else if (zf)
 			err = commit_compressed(b, n, zf);
 		else
-			err = write_regular(b, n, raw);
+			err = write_regular(b, n, raw, flat);
 		break;
 	case S_IFLNK:
 		err = write_symlink(b, n);
@@ -558,6 +615,7 @@ int kiln_data_commit_node(struct kiln_build *b, struct kiln_node *n,
 	default:
 		break;
 	}
+	kiln_zfile_free(flat);
 	if (S_ISREG(n->mode) && !(n->flags & KILN_NODE_STREAMED))
 		kiln_progress_add_done(&b->progress, 1, n->size);
 	kiln_progress_tick(&b->progress);

@@ -20,6 +20,8 @@
 struct kiln_out;
 struct kiln_zctx;
 struct kiln_zfile;
+struct kiln_packer;
+struct kiln_threadpool;
 
 /* One xattr (name + value), deduplicated across the whole tree. */
 struct kiln_xattr_item {
@@ -128,6 +130,8 @@ struct kiln_build {
 	struct kiln_out *out;
 	struct kiln_zctx *zctx;		/* NULL: no compression */
 	struct kiln_node *packed;	/* packed inode (fragments), in nodes */
+	struct kiln_packer *packer;	/* packed inode being compressed */
+	struct kiln_threadpool *pool;	/* workers (pipeline.c), NULL: -j1 */
 	uint8_t *tails;			/* inline tails of all files */
 	uint64_t tails_len, tails_cap;
 	void *iobuf;			/* data copy buffer */
@@ -251,7 +255,9 @@ int kiln_data_write_all(struct kiln_build *b);
  * shape the inode and place its data. For a regular file, @zf is its data
  * compressed by a worker and not yet in the image (the node owns it from
  * now on), or NULL: read and store it here, uncompressed when @raw (a
- * worker found it not worth compressing).
+ * worker found it not worth compressing). With @raw, a non-NULL @zf
+ * carries only the dedupe hashes of the data (kiln_zfile_flat_find()) and
+ * is freed here.
  */
 int kiln_data_commit_node(struct kiln_build *b, struct kiln_node *n,
 			  struct kiln_zfile *zf, bool raw);
@@ -263,6 +269,21 @@ int kiln_data_commit_node(struct kiln_build *b, struct kiln_node *n,
  * (big files in fixed segments) within b->opts.memory_limit.
  */
 int kiln_data_pipeline(struct kiln_build *b);
+/*
+ * The build's worker threads, made on first use and shared by every
+ * pipeline of the build (freed with it); NULL when the build runs on one
+ * thread. Pipelines given NULL run inline.
+ */
+struct kiln_threadpool *kiln_build_pool(struct kiln_build *b);
+/*
+ * Bytes of items the build's pipelines may hold in flight together:
+ * three quarters of --memory-limit, else 64 MiB or 8 MiB per worker.
+ */
+uint64_t kiln_build_inflight_bytes(const struct kiln_build *b);
+/* The data pass's share of it: with fragments, the packed inode has 1/3. */
+uint64_t kiln_data_inflight_bytes(const struct kiln_build *b);
+/* Items a data pass keeps in flight (kiln_jobs_conf.max_items). */
+size_t kiln_build_max_items(struct kiln_build *b);
 /*
  * Write the data of regular file @n (n->size bytes, attributes and xattrs
  * already set) as a stream source delivers it: @read is called with
@@ -299,6 +320,16 @@ void kiln_node_pick_zctx(const struct kiln_build *b, struct kiln_node *n,
  * fragments.
  */
 int kiln_packed_write(struct kiln_build *b);
+/*
+ * During the data pass, after the committer has placed files: hand the
+ * segments of the fragment buffer it has grown past to the workers
+ * (b->packer, made on first use). 0 or the first error of a segment.
+ */
+int kiln_packed_poll(struct kiln_build *b);
+/* Drop b->packer and what it holds (after a failure). */
+void kiln_packed_free(struct kiln_build *b);
+/* Whether the build collects fragments (and so has a packed inode). */
+bool kiln_packed_wanted(const struct kiln_build *b);
 
 /* layout.c */
 int kiln_layout_assign_nids(struct kiln_build *b);

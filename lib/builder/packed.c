@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * The packed inode: once every file is committed, the fragment buffer
- * (file tails and small files, zfrag.c) is written as one more regular
- * file, compressed like any other but never fragmented itself, linked
- * from no directory and named by the superblock's packed_nid.
+ * The packed inode: the fragment buffer (file tails and small files,
+ * zfrag.c) written as one more regular file, compressed like any other
+ * but never fragmented itself, linked from no directory and named by the
+ * superblock's packed_nid. It is compressed in fixed segments by the
+ * build's workers while the data pass still fills the buffer, and placed
+ * after every file.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,13 +13,57 @@
 #include <sys/stat.h>
 
 #include "builder/internal.h"
+#include "builder/jobs.h"
 #include "builder/output.h"
 #include "builder/zfrag.h"
 #include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/threadpool.h"
 
 #define PACKED_COPY_SIZE	(1u << 20)
+/*
+ * Input bytes per segment of the packed inode: a multiple of every extent
+ * size (at most 1 MiB), never derived from the thread count, so every -j
+ * cuts the buffer at the same places. Smaller segments leave less work
+ * for the end, when no file is left to run beside it; each costs a part
+ * of a pcluster in the classic layout.
+ */
+#define PACKED_SEG_SIZE		(4ull << 20)
+/* Compressor output buffer each running segment holds (zpack.c). */
+#define PACKED_SCRATCH		(1ull << 20)
+/* Compressed segments kept in memory until the end; more: a temp file. */
+#define PACKED_SPOOL_MEM	((size_t)32 << 20)
+
+/* One segment: bytes [off, off + len) of the fragment buffer. */
+struct packed_item {
+	uint64_t off, len;
+	uint64_t size;			/* the buffer's size when submitted */
+	struct kiln_zfile *zf;		/* the worker's result */
+	bool raw;			/* not worth compressing */
+};
+
+/* A compressed segment waiting for the end; its pclusters spooled. */
+struct packed_part {
+	struct kiln_zfile *zf;		/* held bytes moved to the spool */
+	uint64_t spool_off;
+};
+
+struct kiln_packer {
+	struct kiln_build *b;
+	struct kiln_zctx *zc;
+	struct kiln_jobs *jobs;
+	uint64_t next_off;		/* first byte not yet submitted */
+	bool raw;			/* the first segment said: uncompressed */
+	/*
+	 * Compressed segments in buffer order. Their bytes wait in @spool
+	 * (a fragment buffer used as a plain spill-to-disk store: equal
+	 * blobs it shares are equal bytes all the same).
+	 */
+	struct packed_part *parts;
+	size_t nr_parts, cap_parts;
+	struct kiln_zfrag *spool;
+};
 
 int kiln_zfile_place_fragment(struct kiln_zfile *zf)
 {
@@ -43,6 +89,231 @@ int kiln_zfile_place_fragment(struct kiln_zfile *zf)
 static int packed_read(void *ctx, void *buf, size_t len, uint64_t off)
 {
 	return kiln_zfrag_read(ctx, buf, len, off);
+}
+
+static int packed_process(void *ctx, void *item, unsigned int worker)
+{
+	struct kiln_packer *pk = ctx;
+	struct packed_item *it = item;
+	int err;
+
+	(void)worker;
+	err = kiln_zfile_compress_segment(pk->zc, packed_read, pk->zc->frag,
+					  it->off, it->len, it->size,
+					  KILN_ZSEG_PACKED, &it->zf);
+	if (err == 1) {
+		/* dedupe hands back the hashes of a raw file: not wanted */
+		kiln_zfile_free(it->zf);
+		it->zf = NULL;
+		it->raw = true;
+		err = 0;
+	}
+	return err;
+}
+
+/* In buffer order: keep the segment's extents, spool its pclusters. */
+static int packed_commit(void *ctx, void *item)
+{
+	struct kiln_packer *pk = ctx;
+	struct packed_item *it = item;
+	struct packed_part *pt;
+	int err;
+
+	if (!it->off)
+		pk->raw = it->raw;
+	if (pk->raw)
+		return 0;
+	if (pk->nr_parts == pk->cap_parts) {
+		size_t cap = pk->cap_parts ? 2 * pk->cap_parts : 16;
+		struct packed_part *v = realloc(pk->parts, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		pk->parts = v;
+		pk->cap_parts = cap;
+	}
+	pt = &pk->parts[pk->nr_parts];
+	pt->zf = it->zf;
+	pt->spool_off = 0;
+	if (pt->zf->held_len) {
+		err = kiln_zfrag_add(pk->spool, pt->zf->held,
+				     pt->zf->held_len, &pt->spool_off);
+		if (err)
+			return err;
+	}
+	free(pt->zf->held);
+	pt->zf->held = NULL;
+	it->zf = NULL;
+	pk->nr_parts++;
+	return 0;
+}
+
+static void packed_release(void *ctx, void *item)
+{
+	struct packed_item *it = item;
+
+	(void)ctx;
+	kiln_zfile_free(it->zf);
+	free(it);
+}
+
+static const struct kiln_jobs_ops packed_ops = {
+	.process = packed_process,
+	.commit = packed_commit,
+	.release = packed_release,
+};
+
+/* Bytes a segment holds at its peak: input window, output, scratch. */
+static uint64_t packed_cost(uint64_t len)
+{
+	return 2 * len + PACKED_SCRATCH;
+}
+
+static int packer_new(struct kiln_build *b, struct kiln_packer **out)
+{
+	struct kiln_packer *pk = calloc(1, sizeof(*pk));
+	struct kiln_jobs_conf conf = { .ops = &packed_ops };
+	int err;
+
+	*out = NULL;
+	if (!pk)
+		return -ENOMEM;
+	pk->b = b;
+	pk->zc = b->zctx;
+	conf.ctx = pk;
+	conf.pool = kiln_build_pool(b);
+	conf.threads = 1;	/* without a pool: inline */
+	conf.max_bytes = KILN_MAX(kiln_build_inflight_bytes(b) / 3,
+				  2 * packed_cost(PACKED_SEG_SIZE));
+	err = kiln_zfrag_new(PACKED_SPOOL_MEM, NULL, &pk->spool);
+	if (!err)
+		err = kiln_jobs_new(&conf, &pk->jobs);
+	if (err) {
+		kiln_zfrag_free(pk->spool);
+		free(pk);
+		return err;
+	}
+	*out = pk;
+	return 0;
+}
+
+void kiln_packed_free(struct kiln_build *b)
+{
+	struct kiln_packer *pk = b->packer;
+
+	if (!pk)
+		return;
+	kiln_jobs_free(pk->jobs);
+	for (size_t i = 0; i < pk->nr_parts; i++)
+		kiln_zfile_free(pk->parts[i].zf);
+	free(pk->parts);
+	kiln_zfrag_free(pk->spool);
+	free(pk);
+	b->packer = NULL;
+}
+
+/* Hand the segments below @end to the workers, the buffer @size long. */
+static int packer_submit(struct kiln_packer *pk, uint64_t end, uint64_t size)
+{
+	while (pk->next_off + PACKED_SEG_SIZE <= end ||
+	       (end == size && pk->next_off < size)) {
+		struct packed_item *it = calloc(1, sizeof(*it));
+		int err;
+
+		if (!it)
+			return -ENOMEM;
+		it->off = pk->next_off;
+		it->len = KILN_MIN(PACKED_SEG_SIZE, size - it->off);
+		it->size = size;
+		pk->next_off += it->len;
+		err = kiln_jobs_submit(pk->jobs, it, packed_cost(it->len));
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+bool kiln_packed_wanted(const struct kiln_build *b)
+{
+	return b->zctx && b->zctx->frag;
+}
+
+/* Name a failure of the packed inode's segments (the rest log their own). */
+static int packer_fail(struct kiln_build *b, int err)
+{
+	if (err && err != -ENOMEM)
+		kiln_log(&b->lg, KILN_LOG_ERROR, "packed inode: %s",
+			 kiln_strerror(err));
+	return err;
+}
+
+int kiln_packed_poll(struct kiln_build *b)
+{
+	struct kiln_zctx *zc = b->zctx;
+	uint64_t size;
+	int err;
+
+	if (!zc || !zc->frag)
+		return 0;
+	size = kiln_zfrag_size(zc->frag);
+	/*
+	 * A segment the buffer has grown past is not the last one whatever
+	 * comes: compressed now, it comes out as it would at the end. One
+	 * that ends exactly at the size may still be the last, so it waits.
+	 */
+	if (size <= (b->packer ? b->packer->next_off : 0) + PACKED_SEG_SIZE)
+		return 0;
+	if (!b->packer) {
+		err = packer_new(b, &b->packer);
+		if (err)
+			return err;
+	}
+	err = packer_submit(b->packer, size - 1, size);
+	if (!err)
+		err = kiln_jobs_poll(b->packer->jobs);
+	return packer_fail(b, err);
+}
+
+/* At the end: every segment compressed, its pclusters into the image. */
+static int packer_finish(struct kiln_build *b, struct kiln_node *n)
+{
+	struct kiln_packer *pk = b->packer;
+	struct kiln_zfile *whole = NULL;
+	int err, ferr;
+
+	err = packer_submit(pk, n->size, n->size);
+	ferr = kiln_jobs_finish(pk->jobs);
+	if (ferr || err)
+		return packer_fail(b, ferr ? ferr : err);
+	if (pk->raw)
+		return 1;
+	for (size_t i = 0; i < pk->nr_parts; i++) {
+		struct kiln_zfile *part = pk->parts[i].zf;
+
+		if (part->held_len) {
+			part->held = malloc(part->held_len);
+			if (!part->held)
+				return -ENOMEM;
+			err = kiln_zfrag_read(pk->spool, part->held,
+					      part->held_len,
+					      pk->parts[i].spool_off);
+			if (err)
+				return err;
+		}
+		err = kiln_zfile_commit(part, b->out);
+		if (!err)
+			err = kiln_zfile_join(&whole, part);
+		if (err)
+			break;
+		pk->parts[i].zf = NULL;		/* now in @whole */
+		n->zf = whole;			/* freed with the tree */
+	}
+	if (err)
+		return err;
+	if (!whole)
+		return -EIO;
+	kiln_zfile_seal(whole);
+	return 0;
 }
 
 /* Whether the map with its inline tail fits after the core at some slot. */
@@ -94,7 +365,6 @@ int kiln_packed_write(struct kiln_build *b)
 {
 	struct kiln_zctx *zc = b->zctx;
 	struct kiln_node *n;
-	unsigned int flags;
 	int err;
 
 	if (!zc || !zc->frag || !kiln_zfrag_size(zc->frag))
@@ -113,12 +383,13 @@ int kiln_packed_write(struct kiln_build *b)
 	n->size = kiln_zfrag_size(zc->frag);
 	n->extended = !kiln_inode_fits_compact(n, b->epoch, b->fixed_nsec);
 	b->packed = n;
-	/* every file is committed: nothing else reads the flags meanwhile */
-	flags = zc->flags;
-	zc->flags &= ~(unsigned int)KILN_COMPRESS_FRAGMENTS;
-	err = kiln_zfile_write(zc, b->out, packed_read, zc->frag, n->size,
-			       &n->zf);
-	zc->flags = flags;
+	if (!b->packer) {
+		err = packer_new(b, &b->packer);
+		if (err)
+			return err;
+	}
+	err = packer_finish(b, n);
+	kiln_packed_free(b);
 	if (err < 0)
 		return err;
 	if (err > 0)

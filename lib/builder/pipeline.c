@@ -15,20 +15,24 @@
 #include "builder/jobs.h"
 #include "builder/output.h"
 #include "builder/zfile.h"
+#include "builder/zinternal.h"
 #include "util/checked.h"
 #include "util/threadpool.h"
 
-/*
- * Input bytes per segment of a big compressed file: a multiple of every
- * extent size (at most 1 MiB). A constant, never derived from the thread
- * count, so -j1 cuts files at the same places as -j16.
- */
-#define SEG_SIZE		(8ull << 20)
+#define SEG_SIZE		KILN_ZSEG_SIZE
 /* In-flight item bytes without --memory-limit. */
 #define INFLIGHT_MIN		(64ull << 20)
 #define INFLIGHT_PER_WORKER	(8ull << 20)
 /* Compressor output buffer each running item holds (zpack.c). */
 #define ITEM_SCRATCH		(1ull << 20)
+/*
+ * Items in flight per worker. Small files are cheap to hold once done
+ * (their compressed bytes), and a deep queue keeps every worker busy
+ * while a slow item (an 8 MiB segment at a high level) holds up the
+ * commit head: with 4 per worker, workers of -j2 sat idle for about a
+ * tenth of a zstd:15 build of kernel sources.
+ */
+#define ITEMS_PER_WORKER	16
 
 /*
  * One item: nodes [first, last] of b->nodes, committed in order. When
@@ -163,7 +167,7 @@ static int commit_part(struct pipeline *p, struct data_item *it)
 		p->whole = NULL;
 		p->whole_raw = it->raw;
 		if (it->raw)	/* the writer copies the whole file now */
-			return kiln_data_commit_node(b, it->n, NULL, true);
+			return kiln_data_commit_node(b, it->n, zf, true);
 	}
 	if (p->whole_raw) {
 		kiln_zfile_free(zf);
@@ -203,6 +207,9 @@ static int data_commit(void *ctx, void *item)
 		it->zf = NULL;
 	}
 out:
+	/* fragments placed by now may complete a segment of the packed inode */
+	if (!err)
+		err = kiln_packed_poll(p->b);
 	/* the writer's own failures were logged where they happened */
 	if (err)
 		p->failed = true;
@@ -240,17 +247,40 @@ static unsigned int build_threads(const struct kiln_build *b)
 	return KILN_MIN(n, (unsigned int)KILN_THREADPOOL_MAX);
 }
 
+struct kiln_threadpool *kiln_build_pool(struct kiln_build *b)
+{
+	unsigned int threads = build_threads(b);
+
+	if (!b->pool && threads > 1 && kiln_threadpool_new(threads, &b->pool))
+		b->pool = NULL;		/* no threads: run inline */
+	return b->pool;
+}
+
 /*
  * In-flight bound: three quarters of --memory-limit (the rest is for
  * workspaces, zctx.c), else 64 MiB or 8 MiB per worker. An item larger
  * than the bound still runs, alone.
  */
-static uint64_t inflight_bytes(const struct kiln_build *b, unsigned int threads)
+uint64_t kiln_build_inflight_bytes(const struct kiln_build *b)
 {
 	if (b->opts.memory_limit)
 		return KILN_MAX(b->opts.memory_limit - b->opts.memory_limit / 4,
 				1ull);
-	return KILN_MAX(INFLIGHT_MIN, threads * INFLIGHT_PER_WORKER);
+	return KILN_MAX(INFLIGHT_MIN, build_threads(b) * INFLIGHT_PER_WORKER);
+}
+
+size_t kiln_build_max_items(struct kiln_build *b)
+{
+	struct kiln_threadpool *pool = kiln_build_pool(b);
+
+	return ITEMS_PER_WORKER * (size_t)(pool ? kiln_threadpool_size(pool) : 1);
+}
+
+uint64_t kiln_data_inflight_bytes(const struct kiln_build *b)
+{
+	uint64_t all = kiln_build_inflight_bytes(b);
+
+	return kiln_packed_wanted(b) ? KILN_MAX(all - all / 3, 1ull) : all;
 }
 
 /* Bytes an item holds at its peak: input window, output, scratch. */
@@ -285,17 +315,18 @@ static bool needs_worker(const struct kiln_build *b, const struct kiln_node *n)
 int kiln_data_pipeline(struct kiln_build *b)
 {
 	struct pipeline p = { .b = b };
-	unsigned int threads = build_threads(b);
 	struct kiln_jobs_conf conf = {
 		.ops = &data_ops,
 		.ctx = &p,
-		.threads = threads,
-		.max_bytes = inflight_bytes(b, threads),
+		.pool = kiln_build_pool(b),
+		.threads = 1,		/* without a pool: inline */
+		.max_bytes = kiln_data_inflight_bytes(b),
 	};
 	struct kiln_jobs *jobs;
 	size_t first = 0;
 	int err, ferr;
 
+	conf.max_items = kiln_build_max_items(b);
 	err = kiln_jobs_new(&conf, &jobs);
 	if (err)
 		return err;

@@ -2,8 +2,11 @@
 /*
  * Reads a tar stream (every tar format and compression filter libarchive
  * knows) in one pass into the in-memory tree, writing each regular file's
- * data to the image as its entry streams by. Entries follow extraction
- * semantics: later ones replace earlier ones, missing parents are implied.
+ * data to the image in stream order: members up to TAR_ITEM_MAX are read
+ * into memory and compressed by the build's workers while the stream is
+ * read on, bigger ones are compressed as they stream by. Entries follow
+ * extraction semantics: later ones replace earlier ones, missing parents
+ * are implied.
  */
 #include <archive.h>
 #include <archive_entry.h>
@@ -18,12 +21,21 @@
 #include <xxhash.h>
 
 #include "builder/internal.h"
+#include "builder/jobs.h"
 #include "builder/tar-data.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 
 #define TAR_MAX_DEPTH 1024		/* as for directory sources */
 #define TAR_READ_BLOCK (64u * 1024)	/* bytes per read of the archive */
+/*
+ * Members up to this size are one pipeline item each: held in memory,
+ * compressed by a worker, placed by the reading thread in stream order.
+ * A constant, so every -j makes the same choice (and the same bytes).
+ */
+#define TAR_ITEM_MAX	(8ull << 20)
+/* Compressor output buffer each running item holds (zpack.c). */
+#define TAR_ITEM_SCRATCH (1ull << 20)
 
 /* (directory, name) -> index of the name in the directory's children */
 struct name_slot {
@@ -42,6 +54,21 @@ struct tar {
 	char label[KILN_PATH_BUF];	/* "<archive>: <entry>" */
 	bool warned_absolute;
 	bool warned_acl;
+	struct kiln_jobs *jobs;		/* members compressed by workers */
+	bool failed;			/* a failure has been logged */
+};
+
+/* One member's data, read ahead of its place in the image. */
+struct tar_item {
+	struct kiln_node *n;
+	uint8_t *data;			/* n->size bytes, holes as zeros */
+	struct kiln_data_extent *ext;	/* sparse map */
+	size_t nr;
+	char *label;			/* "<archive>: <entry>" */
+	struct kiln_zctx *zc;		/* NULL: store as it is */
+	struct kiln_zfile *zf;		/* the worker's result */
+	bool raw;			/* not worth compressing */
+	int err;			/* the worker's failure */
 };
 
 static int tar_fail(struct tar *t, int err, const char *fmt, ...)
@@ -488,20 +515,151 @@ static int sparse_map(struct tar *t, struct kiln_node *n,
 	return 0;
 }
 
-static int entry_data(struct tar *t, struct kiln_node *n,
-		      struct archive_entry *e)
+/* ---- file data in parallel: one pipeline item per member ---- */
+
+static int item_read(void *ctx, void *buf, size_t len, uint64_t off)
+{
+	struct tar_item *it = ctx;
+
+	if (off > it->n->size || len > it->n->size - off)
+		return -EIO;
+	memcpy(buf, it->data + off, len);
+	return 0;
+}
+
+static int item_process(void *ctx, void *item, unsigned int worker)
+{
+	struct tar_item *it = item;
+	int err;
+
+	(void)ctx;
+	(void)worker;
+	if (!it->zc || !it->n->size)
+		return 0;
+	err = kiln_zfile_compress(it->zc, item_read, it, it->n->size, &it->zf);
+	if (err == 1) {
+		/* with dedupe, the hashes of a raw file: not used here */
+		kiln_zfile_free(it->zf);
+		it->zf = NULL;
+		it->raw = true;
+		err = 0;
+	}
+	if (err)
+		it->err = err;
+	return err;
+}
+
+/*
+ * In stream order: what kiln_data_write_stream() would have written as
+ * the member streamed by (kiln_zfile_compress() + kiln_zfile_commit()
+ * give the bytes of kiln_zfile_write()).
+ */
+static int item_commit(void *ctx, void *item)
+{
+	struct tar *t = ctx;
+	struct tar_item *it = item;
+	struct kiln_build *b = t->b;
+	struct kiln_node *n = it->n;
+	int err;
+
+	if (it->zf) {
+		n->flags |= KILN_NODE_STREAMED;
+		b->stats.input_bytes += n->size;
+		n->zf = it->zf;		/* the node frees it from now on */
+		it->zf = NULL;
+		err = kiln_zfile_commit(n->zf, b->out);
+		if (!err)
+			n->datalayout = (uint8_t)kiln_zfile_datalayout(n->zf);
+	} else {
+		/* stored as it is: no second compression attempt */
+		if (it->raw) {
+			n->zctx = NULL;
+			n->flags |= KILN_NODE_ZCTX;
+		}
+		err = kiln_data_write_stream(b, n, it->label, item_read, it,
+					     it->ext, it->nr);
+	}
+	if (!err)
+		err = kiln_packed_poll(b);
+	if (err)
+		t->failed = true;	/* logged where it happened */
+	return err;
+}
+
+static void item_release(void *ctx, void *item)
+{
+	struct tar *t = ctx;
+	struct tar_item *it = item;
+
+	if (it->err && !t->failed) {
+		kiln_log(&t->b->lg, KILN_LOG_ERROR, "%s: %s", it->label,
+			 kiln_strerror(it->err));
+		t->failed = true;
+	}
+	kiln_zfile_free(it->zf);
+	free(it->data);
+	free(it->ext);
+	free(it->label);
+	free(it);
+}
+
+static const struct kiln_jobs_ops tar_item_ops = {
+	.process = item_process,
+	.commit = item_commit,
+	.release = item_release,
+};
+
+/* Read the member into an item and hand it to the pipeline. */
+static int entry_data_item(struct tar *t, struct kiln_node *n,
+			   struct kiln_data_extent *ext, size_t nr)
 {
 	struct kiln_build *b = t->b;
 	bool verify = b->opts.flags & KILN_BUILD_VERIFY;
-	struct kiln_data_extent *ext;
+	struct tar_item *it = calloc(1, sizeof(*it));
 	struct kiln_tar_data d;
-	size_t nr;
-	int err = sparse_map(t, n, e, &ext, &nr);
+	int err;
+
+	if (!it) {
+		free(ext);
+		return -ENOMEM;
+	}
+	it->n = n;
+	it->ext = ext;
+	it->nr = nr;
+	it->zc = kiln_node_zctx(b, n);
+	it->label = strdup(t->label);
+	it->data = malloc(n->size ? (size_t)n->size : 1);
+	err = kiln_tar_data_init(&d, t->a, &b->lg, t->label, n->size, false,
+				 verify);
+	if (!err && (!it->label || !it->data))
+		err = -ENOMEM;
+	if (!err)
+		err = kiln_tar_data_read(&d, it->data, (size_t)n->size, 0);
+	if (!err)
+		err = kiln_tar_data_finish(&d, &n->data_hash);
+	kiln_tar_data_release(&d);
+	if (err) {
+		item_release(t, it);
+		return err;
+	}
+	if (verify)
+		n->flags |= KILN_NODE_HASHED;
+	/* the pipeline owns the item now, whatever happens */
+	return kiln_jobs_submit(t->jobs, it,
+				(it->zc ? 2 : 1) * n->size + TAR_ITEM_SCRATCH);
+}
+
+/* A big member, compressed as it streams by, after all items before it. */
+static int entry_data_stream(struct tar *t, struct kiln_node *n,
+			     struct kiln_data_extent *ext, size_t nr)
+{
+	struct kiln_build *b = t->b;
+	bool verify = b->opts.flags & KILN_BUILD_VERIFY;
+	struct kiln_tar_data d;
+	int err = kiln_jobs_finish(t->jobs);
 
 	if (err)
 		return err;
-	/* compress hints match the entry's path: the node is not linked yet */
-	kiln_node_pick_zctx(b, n, t->path);
 	/* a compression attempt may hand the file back: keep its start */
 	err = kiln_tar_data_init(&d, t->a, &b->lg, t->label, n->size,
 				 kiln_node_zctx(b, n) != NULL, verify);
@@ -513,10 +671,31 @@ static int entry_data(struct tar *t, struct kiln_node *n,
 		err = kiln_tar_data_finish(&d, &n->data_hash);
 	if (!err && verify)
 		n->flags |= KILN_NODE_HASHED;
-	kiln_progress_add_done(&b->progress, 1, n->size);
-	kiln_progress_tick(&b->progress);
+	if (!err)
+		err = kiln_packed_poll(b);
 	kiln_tar_data_release(&d);
 	free(ext);
+	return err;
+}
+
+static int entry_data(struct tar *t, struct kiln_node *n,
+		      struct archive_entry *e)
+{
+	struct kiln_build *b = t->b;
+	struct kiln_data_extent *ext;
+	size_t nr;
+	int err = sparse_map(t, n, e, &ext, &nr);
+
+	if (err)
+		return err;
+	/* compress hints match the entry's path: the node is not linked yet */
+	kiln_node_pick_zctx(b, n, t->path);
+	if (n->size <= TAR_ITEM_MAX)
+		err = entry_data_item(t, n, ext, nr);
+	else
+		err = entry_data_stream(t, n, ext, nr);
+	kiln_progress_add_done(&b->progress, 1, n->size);
+	kiln_progress_tick(&b->progress);
 	return err;
 }
 
@@ -743,6 +922,18 @@ int kiln_tar_scan(struct kiln_build *b)
 	b->root->mode = S_IFDIR | 0755;
 	b->root->flags = KILN_NODE_IMPLICIT;
 	err = tar_open(&t);
+	if (!err) {
+		struct kiln_jobs_conf conf = {
+			.ops = &tar_item_ops,
+			.ctx = &t,
+			.pool = kiln_build_pool(b),
+			.threads = 1,	/* without a pool: inline */
+			.max_bytes = kiln_data_inflight_bytes(b),
+			.max_items = kiln_build_max_items(b),
+		};
+
+		err = kiln_jobs_new(&conf, &t.jobs);
+	}
 	while (!err) {
 		int r = archive_read_next_header(t.a, &e);
 
@@ -770,6 +961,14 @@ int kiln_tar_scan(struct kiln_build *b)
 		}
 		err = tar_entry(&t, e);
 		kiln_progress_tick(&b->progress);
+	}
+	/* every member placed (or released after a failure) */
+	if (t.jobs) {
+		int ferr = kiln_jobs_finish(t.jobs);
+
+		if (!err)
+			err = ferr;
+		kiln_jobs_free(t.jobs);
 	}
 	if (!err)
 		err = tar_finish(&t);

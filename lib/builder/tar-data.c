@@ -18,7 +18,9 @@
  * A compressed file that turns out not worth compressing is handed back
  * and must be read again from its start. zpack gives up within its hold
  * window (about 1 MiB of output plus an input window of at most 2 MiB),
- * so the bytes it was given are kept up to this bound.
+ * after sampling the rest of the file, so the bytes it was given are kept
+ * up to this bound: a member bigger than that which compresses neither
+ * at its start nor in the samples cannot be stored.
  */
 #define TAR_REPLAY_MAX (16u << 20)
 
@@ -194,10 +196,16 @@ int kiln_tar_data_read(void *ctx, void *buf, size_t len, uint64_t off)
 	if (off > d->size || len > d->size - off)
 		return data_fail(d, EIO, "read past the end of the file");
 	if (off < d->pos) {
-		/* the compression attempt gave the file back: replay */
+		/*
+		 * Bytes already taken: a compression attempt looking back
+		 * after sampling further on, or (from offset 0) the writer
+		 * storing the file given back, after which nothing more
+		 * needs keeping.
+		 */
 		size_t n = (size_t)KILN_MIN((uint64_t)len, d->pos - off);
 
-		d->teeing = false;
+		if (!off)
+			d->teeing = false;
 		if (d->tee_lost || off + n > d->tee_len)
 			return data_fail(d, EIO, "cannot read the file again "
 					 "from a stream");

@@ -40,8 +40,8 @@
  * lengths (on /usr/share/doc, zstd:3 took 11.8 s classic against 2.1 s
  * with 64 KiB extents, and the extents image was 9% smaller), and their
  * kernels (6.10, 6.6) are close to the 48-bit layout's 6.15 anyway. So they
- * get extents, unless a saver that only the classic layout has is asked
- * for; lz4, lz4hc and lzma keep the classic layout, readable by every
+ * get extents, unless ztailpacking, which only the classic layout has, is
+ * asked for; lz4, lz4hc and lzma keep the classic layout, readable by every
  * kernel that has the codec.
  */
 static enum kiln_compress_layout resolve_layout(enum kiln_compress_layout l,
@@ -54,7 +54,7 @@ static enum kiln_compress_layout resolve_layout(enum kiln_compress_layout l,
 	if (l == KILN_COMPRESS_LAYOUT_EXTENTS)
 		return l;
 	if (l == KILN_COMPRESS_LAYOUT_AUTO && searches &&
-	    !(flags & (KILN_COMPRESS_ZTAILPACKING | KILN_COMPRESS_DEDUPE)))
+	    !(flags & KILN_COMPRESS_ZTAILPACKING))
 		return KILN_COMPRESS_LAYOUT_EXTENTS;
 	return KILN_COMPRESS_LAYOUT_CLASSIC;
 }
@@ -157,12 +157,6 @@ int kiln_zctx_new(const struct kiln_build_opts *opts, unsigned int blkszbits,
 			free(zc);
 			return err;
 		}
-	}
-	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS &&
-	    (zc->flags & KILN_COMPRESS_DEDUPE)) {
-		kiln_log(&zc->lg, KILN_LOG_WARN,
-			 "dedupe applies to the classic layout only; ignored");
-		zc->flags &= ~(unsigned int)KILN_COMPRESS_DEDUPE;
 	}
 	if (zc->flags & KILN_COMPRESS_DEDUPE) {
 		err = kiln_zdedupe_new(&zc->dd);

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Pcluster dedupe: remembers every pcluster written to the image by a
- * hash of its bytes, so an identical pcluster (same stored bytes, same
- * decoded length and format, hence the same decoded data) is referenced
- * instead of written again. Candidates are confirmed byte for byte against
- * the image before they are shared.
+ * Dedupe table: every pcluster and every run of uncompressed file data
+ * written to the image, by a hash of its bytes, so identical data (same
+ * stored bytes, same decoded length and format, hence the same decoded
+ * data) is referenced instead of written again. Hashes come from the
+ * workers; candidates are confirmed byte for byte before they are shared.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -15,20 +15,28 @@
 #include "builder/output.h"
 #include "builder/zdedupe.h"
 
+/* fmt of an entry that is uncompressed file data, not a pcluster */
+#define ZDD_FLAT	0xFFu
+
 struct zdd_entry {
 	struct zdd_entry *next;
 	uint64_t hash;
-	uint64_t pstart;
-	uint32_t plen, llen;
+	uint64_t pstart;	/* pending: relative to the commit buffer */
+	uint64_t len;		/* stored bytes */
+	uint32_t llen;
 	uint8_t fmt;
+	bool pending;
 };
 
 struct kiln_zdedupe {
 	struct zdd_entry **bucket;
 	size_t nr_buckets;		/* power of two */
 	size_t count;
+	struct zdd_entry **pending;	/* added since the last settle */
+	size_t nr_pending, cap_pending;
 	uint8_t *scratch;		/* read-back buffer */
 	size_t scratch_cap;
+	uint64_t saved;
 };
 
 int kiln_zdedupe_new(struct kiln_zdedupe **out)
@@ -61,12 +69,18 @@ void kiln_zdedupe_free(struct kiln_zdedupe *dd)
 		}
 	}
 	free(dd->bucket);
+	free(dd->pending);
 	free(dd->scratch);
 	free(dd);
 }
 
-static uint64_t zdd_hash(const void *pc, uint32_t plen, uint32_t llen,
-			 uint8_t fmt)
+uint64_t kiln_zdedupe_saved(const struct kiln_zdedupe *dd)
+{
+	return dd ? dd->saved : 0;
+}
+
+uint64_t kiln_zdedupe_hash(const void *pc, uint32_t plen, uint32_t llen,
+			   uint8_t fmt)
 {
 	return XXH3_64bits_withSeed(pc, plen, (uint64_t)llen << 8 | fmt);
 }
@@ -93,58 +107,135 @@ static int zdd_grow(struct kiln_zdedupe *dd)
 	return 0;
 }
 
-int kiln_zdedupe_find(struct kiln_zdedupe *dd, struct kiln_out *out,
-		      const void *pc, uint32_t plen, uint32_t llen,
-		      uint8_t fmt, uint64_t *pstart)
+static struct zdd_entry *zdd_insert(struct kiln_zdedupe *dd, uint64_t hash,
+				    uint64_t len, uint32_t llen, uint8_t fmt,
+				    uint64_t pstart)
 {
-	uint64_t h = zdd_hash(pc, plen, llen, fmt);
+	struct zdd_entry *e;
+
+	if (dd->count >= dd->nr_buckets && zdd_grow(dd))
+		return NULL;
+	e = malloc(sizeof(*e));
+	if (!e)
+		return NULL;
+	e->hash = hash;
+	e->pstart = pstart;
+	e->len = len;
+	e->llen = llen;
+	e->fmt = fmt;
+	e->pending = false;
+	e->next = dd->bucket[hash & (dd->nr_buckets - 1)];
+	dd->bucket[hash & (dd->nr_buckets - 1)] = e;
+	dd->count++;
+	return e;
+}
+
+/* 1 when the @len bytes at image byte @pstart equal @pc, 0 if not. */
+static int zdd_same_in_image(struct kiln_zdedupe *dd, struct kiln_out *out,
+			     uint64_t pstart, const void *pc, uint32_t len)
+{
 	int err;
 
-	for (struct zdd_entry *e = dd->bucket[h & (dd->nr_buckets - 1)]; e;
+	if (dd->scratch_cap < len) {
+		uint8_t *s = realloc(dd->scratch, len);
+
+		if (!s)
+			return -ENOMEM;
+		dd->scratch = s;
+		dd->scratch_cap = len;
+	}
+	err = kiln_out_pread(out, dd->scratch, len, pstart);
+	if (err)
+		return err;
+	return !memcmp(dd->scratch, pc, len);
+}
+
+int kiln_zdedupe_find(struct kiln_zdedupe *dd, struct kiln_out *out,
+		      const uint8_t *local, const void *pc, uint32_t plen,
+		      uint32_t llen, uint8_t fmt, uint64_t hash,
+		      uint64_t *pstart, bool *pending)
+{
+	for (struct zdd_entry *e = dd->bucket[hash & (dd->nr_buckets - 1)]; e;
 	     e = e->next) {
-		if (e->hash != h || e->plen != plen || e->llen != llen ||
+		int same;
+
+		if (e->hash != hash || e->len != plen || e->llen != llen ||
 		    e->fmt != fmt)
 			continue;
-		if (dd->scratch_cap < plen) {
-			uint8_t *s = realloc(dd->scratch, plen);
-
-			if (!s)
-				return -ENOMEM;
-			dd->scratch = s;
-			dd->scratch_cap = plen;
-		}
-		err = kiln_out_pread(out, dd->scratch, plen, e->pstart);
-		if (err)
-			return err;
-		if (!memcmp(dd->scratch, pc, plen)) {
+		if (e->pending)
+			same = local && !memcmp(local + e->pstart, pc, plen);
+		else
+			same = zdd_same_in_image(dd, out, e->pstart, pc, plen);
+		if (same < 0)
+			return same;
+		if (same) {
 			*pstart = e->pstart;
+			*pending = e->pending;
+			dd->saved += plen;
 			return 1;
 		}
 	}
 	return 0;
 }
 
-int kiln_zdedupe_add(struct kiln_zdedupe *dd, const void *pc, uint32_t plen,
-		     uint32_t llen, uint8_t fmt, uint64_t pstart)
+int kiln_zdedupe_add_pending(struct kiln_zdedupe *dd, uint32_t plen,
+			     uint32_t llen, uint8_t fmt, uint64_t hash,
+			     uint64_t rel)
 {
 	struct zdd_entry *e;
-	int err;
 
-	if (dd->count >= dd->nr_buckets) {
-		err = zdd_grow(dd);
-		if (err)
-			return err;
+	if (dd->nr_pending == dd->cap_pending) {
+		size_t cap = dd->cap_pending ? dd->cap_pending * 2 : 64;
+		struct zdd_entry **p = realloc(dd->pending, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		dd->pending = p;
+		dd->cap_pending = cap;
 	}
-	e = malloc(sizeof(*e));
+	e = zdd_insert(dd, hash, plen, llen, fmt, rel);
 	if (!e)
 		return -ENOMEM;
-	e->hash = zdd_hash(pc, plen, llen, fmt);
-	e->pstart = pstart;
-	e->plen = plen;
-	e->llen = llen;
-	e->fmt = fmt;
-	e->next = dd->bucket[e->hash & (dd->nr_buckets - 1)];
-	dd->bucket[e->hash & (dd->nr_buckets - 1)] = e;
-	dd->count++;
+	e->pending = true;
+	dd->pending[dd->nr_pending++] = e;
 	return 0;
+}
+
+void kiln_zdedupe_settle(struct kiln_zdedupe *dd, uint64_t base)
+{
+	for (size_t i = 0; i < dd->nr_pending; i++) {
+		dd->pending[i]->pstart += base;
+		dd->pending[i]->pending = false;
+	}
+	dd->nr_pending = 0;
+}
+
+int kiln_zdedupe_find_flat(struct kiln_zdedupe *dd, uint64_t len,
+			   uint64_t hash,
+			   int (*same)(void *ctx, uint64_t pstart), void *ctx,
+			   uint64_t *pstart)
+{
+	for (struct zdd_entry *e = dd->bucket[hash & (dd->nr_buckets - 1)]; e;
+	     e = e->next) {
+		int r;
+
+		if (e->hash != hash || e->len != len || e->fmt != ZDD_FLAT ||
+		    e->pending)
+			continue;
+		r = same(ctx, e->pstart);
+		if (r < 0)
+			return r;
+		if (r) {
+			*pstart = e->pstart;
+			dd->saved += len;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int kiln_zdedupe_add_flat(struct kiln_zdedupe *dd, uint64_t len,
+			  uint64_t hash, uint64_t pstart)
+{
+	return zdd_insert(dd, hash, len, 0, ZDD_FLAT, pstart) ? 0 : -ENOMEM;
 }

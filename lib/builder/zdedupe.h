@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Pcluster dedupe table (zdedupe.c). Used by the one writer that commits
- * compressed files to the image, in commit order: not thread-safe.
+ * Dedupe table (zdedupe.c): pclusters and uncompressed file data already
+ * in the image, found by a hash that workers compute and confirmed byte
+ * for byte. Lookups and additions are made by the one writer that commits
+ * files, in commit order: not thread-safe (kiln_zdedupe_hash() is).
  */
 #ifndef KILN_BUILDER_ZDEDUPE_H
 #define KILN_BUILDER_ZDEDUPE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct kiln_out;
@@ -15,16 +18,51 @@ int kiln_zdedupe_new(struct kiln_zdedupe **dd);
 void kiln_zdedupe_free(struct kiln_zdedupe *dd);
 
 /*
- * Look for a pcluster already in the image whose @plen stored bytes equal
- * @pc and that decodes with format @fmt to @llen bytes. Returns 1 with its
- * byte address in *@pstart, 0 when there is none, or a negative errno.
+ * The key of a pcluster of @plen stored bytes @pc that decodes with
+ * format @fmt (0: raw, else on-disk algorithm + 1) to @llen bytes. Pure:
+ * any thread.
+ */
+uint64_t kiln_zdedupe_hash(const void *pc, uint32_t plen, uint32_t llen,
+			   uint8_t fmt);
+
+/*
+ * Look for a pcluster equal to @pc (same @plen bytes, @llen, @fmt) among
+ * those in the image and those added pending since the last settle, whose
+ * bytes are at their relative offset in @local. @hash must be
+ * kiln_zdedupe_hash() of the arguments, but equal hashes alone never
+ * share: every candidate is compared byte for byte. Returns 1 with its
+ * address in *@pstart (relative to @local when *@pending), 0 when there
+ * is none, or a negative errno.
  */
 int kiln_zdedupe_find(struct kiln_zdedupe *dd, struct kiln_out *out,
-		      const void *pc, uint32_t plen, uint32_t llen,
-		      uint8_t fmt, uint64_t *pstart);
+		      const uint8_t *local, const void *pc, uint32_t plen,
+		      uint32_t llen, uint8_t fmt, uint64_t hash,
+		      uint64_t *pstart, bool *pending);
 
-/* Remember the pcluster @pc just written at byte address @pstart. */
-int kiln_zdedupe_add(struct kiln_zdedupe *dd, const void *pc, uint32_t plen,
-		     uint32_t llen, uint8_t fmt, uint64_t pstart);
+/*
+ * Remember a pcluster about to be written at @rel bytes into the buffer
+ * that kiln_zdedupe_settle() will give its place in the image.
+ */
+int kiln_zdedupe_add_pending(struct kiln_zdedupe *dd, uint32_t plen,
+			     uint32_t llen, uint8_t fmt, uint64_t hash,
+			     uint64_t rel);
+/* The pending buffer now sits at image byte @base. */
+void kiln_zdedupe_settle(struct kiln_zdedupe *dd, uint64_t base);
+
+/*
+ * Uncompressed file data: @len bytes written from image byte @pstart
+ * (block aligned, zero padded to the block). @same(@ctx, pstart) confirms
+ * a candidate: 1 equal, 0 not, negative errno. Returns 1 with the copy's
+ * address in *@pstart, 0 when none matches, or a negative errno.
+ */
+int kiln_zdedupe_find_flat(struct kiln_zdedupe *dd, uint64_t len,
+			   uint64_t hash,
+			   int (*same)(void *ctx, uint64_t pstart), void *ctx,
+			   uint64_t *pstart);
+int kiln_zdedupe_add_flat(struct kiln_zdedupe *dd, uint64_t len,
+			  uint64_t hash, uint64_t pstart);
+
+/* Bytes that lookups found already stored (not written again). */
+uint64_t kiln_zdedupe_saved(const struct kiln_zdedupe *dd);
 
 #endif

@@ -7,11 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "builder/output.h"
 #include "builder/zdedupe.h"
 #include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+
+/* Largest file the writer holds in memory to dedupe its pclusters. */
+#define STREAM_DEDUPE_MAX	(64ull << 20)
+/* Read size of the second pass over a file stored uncompressed. */
+#define FLAT_READ_SIZE	(1u << 20)
 
 int kiln_zfile_add(struct kiln_zfile *zf, const struct kiln_zext *e)
 {
@@ -31,7 +38,92 @@ int kiln_zfile_add(struct kiln_zfile *zf, const struct kiln_zext *e)
 int kiln_zfile_compress(struct kiln_zctx *zc, kiln_src_read_fn read,
 			void *read_ctx, uint64_t size, struct kiln_zfile **zf)
 {
-	return kiln_zfile_write(zc, NULL, read, read_ctx, size, zf);
+	int err = kiln_zfile_write(zc, NULL, read, read_ctx, size, zf);
+
+	if (err == 1 && zc->dd) {
+		int ferr = kiln_zfile_flat_new(zc, read, read_ctx, size, zf);
+
+		if (ferr)
+			return ferr;
+	}
+	return err;
+}
+
+int kiln_zfile_flat_new(struct kiln_zctx *zc, kiln_src_read_fn read,
+			void *read_ctx, uint64_t size, struct kiln_zfile **out)
+{
+	const uint64_t blocks_len = size & ~(uint64_t)(kiln_zctx_blksz(zc) - 1);
+	struct kiln_zfile *zf = calloc(1, sizeof(*zf));
+	XXH3_state_t *st = XXH3_createState();
+	uint8_t *buf = malloc(FLAT_READ_SIZE);
+	uint64_t off = 0;
+	int err = 0;
+
+	*out = NULL;
+	if (!zf || !st || !buf) {
+		err = -ENOMEM;
+		goto out;
+	}
+	XXH3_64bits_reset(st);
+	while (off < size) {
+		/* stop at the end of the whole blocks to take their hash */
+		uint64_t stop = off < blocks_len ? blocks_len : size;
+		size_t n = (size_t)KILN_MIN((uint64_t)FLAT_READ_SIZE, stop - off);
+
+		err = read(read_ctx, buf, n, off);
+		if (err)
+			goto out;
+		XXH3_64bits_update(st, buf, n);
+		off += n;
+		if (off == blocks_len)
+			zf->flat_hash_blocks = XXH3_64bits_digest(st);
+	}
+	zf->flat_hash_all = XXH3_64bits_digest(st);
+	zf->flat = true;
+	zf->size = size;
+	zf->blkszbits = zc->blkszbits;
+	zf->zc = zc;
+	*out = zf;
+	zf = NULL;
+out:
+	free(buf);
+	XXH3_freeState(st);
+	free(zf);
+	return err;
+}
+
+/* The hash of the first @len bytes, if the worker took it. */
+static bool flat_hash(const struct kiln_zfile *zf, uint64_t len, uint64_t *h)
+{
+	if (!zf || !zf->flat || !zf->zc->dd || !len)
+		return false;
+	if (len == zf->size)
+		*h = zf->flat_hash_all;
+	else if (len == (zf->size & ~(((uint64_t)1 << zf->blkszbits) - 1)))
+		*h = zf->flat_hash_blocks;
+	else
+		return false;
+	return true;
+}
+
+int kiln_zfile_flat_find(struct kiln_zfile *zf, uint64_t len,
+			 int (*same)(void *ctx, uint64_t pstart), void *ctx,
+			 uint64_t *pstart)
+{
+	uint64_t h;
+
+	if (!flat_hash(zf, len, &h))
+		return 0;
+	return kiln_zdedupe_find_flat(zf->zc->dd, len, h, same, ctx, pstart);
+}
+
+int kiln_zfile_flat_add(struct kiln_zfile *zf, uint64_t len, uint64_t pstart)
+{
+	uint64_t h;
+
+	if (!flat_hash(zf, len, &h))
+		return 0;
+	return kiln_zdedupe_add_flat(zf->zc->dd, len, h, pstart);
 }
 
 size_t kiln_zfile_held_bytes(const struct kiln_zfile *zf)
@@ -46,16 +138,66 @@ static bool has_pcluster(const struct kiln_zext *e)
 }
 
 /*
- * Commit with dedupe: pclusters already in the image are referenced, the
- * others appended (in order) and remembered. Classic layout only, where
- * pclusters are whole blocks and may move freely.
+ * Dedupe keys of the held pclusters, computed where they were compressed
+ * (a worker) so the writer only looks them up and confirms them.
+ */
+void kiln_zfile_hash_held(struct kiln_zfile *zf)
+{
+	for (size_t i = 0; i < zf->nr_ext; i++) {
+		struct kiln_zext *e = &zf->ext[i];
+
+		if (has_pcluster(e))
+			e->hash = kiln_zdedupe_hash(zf->held + e->pstart,
+						    e->plen, e->llen, e->fmt);
+	}
+}
+
+/*
+ * Zero bytes to leave before a pcluster placed at relative byte @pos (its
+ * block offset is the image's: the commit buffer starts on a block). Only
+ * DEFLATE cares: its first non-zero byte must stay in the pcluster's
+ * first block, and at least DEFLATE_LAST_PAGE_MIN stream bytes must land
+ * on its last one (zpack.c).
+ */
+static uint32_t place_gap(const struct kiln_zfile *zf,
+			  const struct kiln_zext *e, const uint8_t *pc,
+			  uint64_t pos)
+{
+	const uint32_t bs = 1u << zf->blkszbits;
+	uint32_t lead = 0;
+
+	if (e->fmt != Z_EROFS_COMPRESSION_DEFLATE + 1)
+		return 0;
+	while (lead < e->plen && !pc[lead])
+		lead++;
+	/*
+	 * lead is at most 2 (the shift zpack.c put there): at most 2 bytes
+	 * reach the next block, 2 more fix the end.
+	 */
+	for (uint32_t g = 0; g <= 4; g++) {
+		uint64_t s = pos + g, end = (s + e->plen) % bs;
+
+		if (s % bs + lead < bs && (!end || end >= 3))
+			return g;
+	}
+	return 0;	/* not reached */
+}
+
+/*
+ * Commit with dedupe: a pcluster equal to one already in the image, or
+ * to an earlier one of this commit, is referenced; the others are
+ * appended in order, packed as they were (whole blocks in the classic
+ * layout, bytes in the extent layout) and remembered.
  */
 static int commit_dedupe(struct kiln_zfile *zf, struct kiln_out *out)
 {
 	const uint32_t bs = 1u << zf->blkszbits;
 	struct kiln_zdedupe *dd = zf->zc->dd;
-	uint8_t *buf = malloc(zf->held_len ? zf->held_len : 1);
-	uint64_t len = 0, base = 0, blocks = 0;
+	uint64_t total = 0;	/* bytes of pclusters, shared ones too */
+	/* DEFLATE gaps are at most 4 bytes (place_gap()) */
+	const size_t cap = zf->held_len + 4 * zf->nr_ext;
+	uint8_t *buf = malloc(cap ? cap : 1);
+	uint64_t len = 0, base = 0;
 	kiln_blk_t blk;
 	int err = 0;
 
@@ -65,42 +207,66 @@ static int commit_dedupe(struct kiln_zfile *zf, struct kiln_out *out)
 		struct kiln_zext *e = &zf->ext[i];
 		const uint8_t *pc = zf->held + e->pstart;
 		uint64_t addr;
+		uint32_t gap;
+		bool pending;
 
+		if (e->flags & KILN_ZEXT_HOLE)
+			e->pstart = len;
 		if (!has_pcluster(e))
 			continue;
-		blocks += e->plen / bs;
-		err = kiln_zdedupe_find(dd, out, pc, e->plen, e->llen, e->fmt,
-					&addr);
+		total += e->plen;
+		err = kiln_zdedupe_find(dd, out, buf, pc, e->plen, e->llen,
+					e->fmt, e->hash, &addr, &pending);
 		if (err > 0) {
 			e->pstart = addr;
 			e->flags |= KILN_ZEXT_SHARED;
+			if (pending)
+				e->flags |= KILN_ZEXT_LOCAL;
 			err = 0;
 			continue;
 		}
+		if (err)
+			break;
+		gap = place_gap(zf, e, pc, len);
+		if (len + gap + e->plen > cap) {
+			err = -EINVAL;
+			break;
+		}
+		memset(buf + len, 0, gap);
+		len += gap;
 		memcpy(buf + len, pc, e->plen);
 		e->pstart = len;
 		len += e->plen;
+		err = kiln_zdedupe_add_pending(dd, e->plen, e->llen, e->fmt,
+					       e->hash, e->pstart);
 	}
 	if (!err && len) {
 		err = kiln_out_append(out, buf, (size_t)len, &blk);
 		base = (uint64_t)blk * bs;
 	}
-	for (size_t i = 0; i < zf->nr_ext && !err; i++) {
-		struct kiln_zext *e = &zf->ext[i];
-
-		if (!has_pcluster(e))
-			continue;
-		err = kiln_zdedupe_add(dd, buf + e->pstart, e->plen, e->llen,
-				       e->fmt, e->pstart + base);
-		e->pstart += base;
-	}
 	free(buf);
+	/*
+	 * Even after a failure no entry may stay relative to a buffer that
+	 * is gone; a wrong address costs a comparison, never wrong data.
+	 */
+	kiln_zdedupe_settle(dd, base);
 	if (err)
 		return err;
+	for (size_t i = 0; i < zf->nr_ext; i++) {
+		struct kiln_zext *e = &zf->ext[i];
+
+		if (e->flags & (KILN_ZEXT_INLINE | KILN_ZEXT_FRAGMENT) ||
+		    (e->flags & (KILN_ZEXT_SHARED | KILN_ZEXT_LOCAL)) ==
+		    KILN_ZEXT_SHARED)
+			continue;
+		e->pstart += base;
+		e->flags &= (uint8_t)~KILN_ZEXT_LOCAL;
+	}
 	free(zf->held);
 	zf->held = NULL;
 	zf->held_len = 0;
-	zf->blocks = blocks;
+	/* i_u: the blocks the file's pclusters take, wherever they are */
+	zf->blocks = kiln_div_round_up(total, bs);
 	kiln_zindex_choose(zf);
 	return 0;
 }
@@ -150,13 +316,20 @@ int kiln_zfile_write(struct kiln_zctx *zc, struct kiln_out *out,
 	zf->size = size;
 	zf->blkszbits = zc->blkszbits;
 	zf->zc = zc;
-	/* dedupe decides where pclusters go at commit time, in commit order */
-	pack_out = zc->dd ? NULL : out;
+	/*
+	 * Dedupe decides where pclusters go at commit time, in commit order.
+	 * A file the writer streams to the image itself (tar input, the
+	 * packed inode) is held whole for that only up to a bound, so memory
+	 * stays flat; a bigger one is written as it compresses.
+	 */
+	pack_out = zc->dd && (!out || size <= STREAM_DEDUPE_MAX) ? NULL : out;
 	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS)
 		err = kiln_zpack_extents(zc, pack_out, read, read_ctx, zf);
 	else
 		err = kiln_zpack_classic(zc, pack_out, read, read_ctx, zf);
 	kiln_zindex_choose(zf);
+	if (!err && !pack_out && zc->dd)
+		kiln_zfile_hash_held(zf);
 	if (!err && out && !pack_out)
 		err = kiln_zfile_commit(zf, out);
 	else if (!err && out)

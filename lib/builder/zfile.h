@@ -84,6 +84,23 @@ void kiln_zfile_free(struct kiln_zfile *zf);
  */
 int kiln_zfile_compress(struct kiln_zctx *zc, kiln_src_read_fn read,
 			void *read_ctx, uint64_t size, struct kiln_zfile **zf);
+/*
+ * With dedupe, kiln_zfile_compress() (and kiln_zfile_compress_part() for
+ * the part at offset 0) returning 1 still gives *@zf: no data, only the
+ * hashes of the file, taken by the worker, with which the writer stores
+ * the file uncompressed and shares its blocks with an identical earlier
+ * file. kiln_zfile_flat_find() looks for an earlier copy of the file's
+ * first @len bytes (its whole blocks, or all of it) written from a block
+ * boundary, zero padded; @same(@ctx, pstart) must confirm a candidate
+ * byte for byte (1 equal, 0 not, negative errno). Returns 1 with its byte
+ * address, 0 when there is none (or @zf carries no hash for @len), or a
+ * negative errno. kiln_zfile_flat_add() records the file's own copy.
+ * The writer only; kiln_zfile_free() as usual.
+ */
+int kiln_zfile_flat_find(struct kiln_zfile *zf, uint64_t len,
+			 int (*same)(void *ctx, uint64_t pstart), void *ctx,
+			 uint64_t *pstart);
+int kiln_zfile_flat_add(struct kiln_zfile *zf, uint64_t len, uint64_t pstart);
 size_t kiln_zfile_held_bytes(const struct kiln_zfile *zf);
 int kiln_zfile_commit(struct kiln_zfile *zf, struct kiln_out *out);
 

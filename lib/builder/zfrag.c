@@ -3,10 +3,13 @@
  * The fragment buffer: file tails and small files concatenated into what
  * becomes the packed inode's content. Identical fragments are stored once
  * (XXH3 of the bytes, confirmed byte for byte). The contents live in
- * memory up to a limit, then in an unlinked temporary file.
+ * memory up to a limit, then in an unlinked temporary file. Workers may
+ * read what is stored while the committer appends (packed.c compresses
+ * the buffer in segments during the data pass).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,7 +30,12 @@ struct zfrag_entry {
 };
 
 struct kiln_zfrag {
-	/* contents: buf[0, size) while in memory, else fd */
+	/*
+	 * Contents: buf[0, size) while in memory, else fd. @lock guards @buf
+	 * and @fd against the committer moving them (realloc, spill) while
+	 * a worker reads; bytes below @size never change.
+	 */
+	pthread_mutex_t lock;
 	uint8_t *buf;
 	size_t cap, mem_limit;
 	int fd;				/* -1 while in memory */
@@ -49,6 +57,7 @@ int kiln_zfrag_new(size_t mem_limit, const char *tmpdir,
 	if (!fr)
 		return -ENOMEM;
 	fr->fd = -1;
+	pthread_mutex_init(&fr->lock, NULL);
 	fr->mem_limit = mem_limit ? mem_limit : ZFRAG_MEM_DEFAULT;
 	fr->nr_buckets = 256;
 	fr->bucket = calloc(fr->nr_buckets, sizeof(*fr->bucket));
@@ -81,6 +90,7 @@ void kiln_zfrag_free(struct kiln_zfrag *fr)
 	free(fr->buf);
 	free(fr->cmp);
 	free(fr->tmpdir);
+	pthread_mutex_destroy(&fr->lock);
 	free(fr);
 }
 
@@ -166,10 +176,12 @@ static int zfrag_spill(struct kiln_zfrag *fr)
 		close(fd);
 		return -ENOMEM;
 	}
+	pthread_mutex_lock(&fr->lock);
 	fr->fd = fd;
 	free(fr->buf);
 	fr->buf = NULL;
 	fr->cap = 0;
+	pthread_mutex_unlock(&fr->lock);
 	return 0;
 }
 
@@ -188,12 +200,17 @@ static int zfrag_append(struct kiln_zfrag *fr, const void *data, size_t len)
 		uint8_t *nb;
 
 		cap = KILN_MIN(cap, KILN_MAX(fr->mem_limit, (size_t)fr->size + len));
+		pthread_mutex_lock(&fr->lock);
 		nb = realloc(fr->buf, cap);
+		if (nb) {
+			fr->buf = nb;
+			fr->cap = cap;
+		}
+		pthread_mutex_unlock(&fr->lock);
 		if (!nb)
 			return -ENOMEM;
-		fr->buf = nb;
-		fr->cap = cap;
 	}
+	/* past @size: no reader looks here yet */
 	memcpy(fr->buf + fr->size, data, len);
 	return 0;
 }
@@ -201,11 +218,20 @@ static int zfrag_append(struct kiln_zfrag *fr, const void *data, size_t len)
 int kiln_zfrag_read(struct kiln_zfrag *fr, void *buf, size_t len,
 		    uint64_t off)
 {
-	if (off > fr->size || len > fr->size - off)
+	pthread_mutex_lock(&fr->lock);
+	if (off > fr->size || len > fr->size - off) {
+		pthread_mutex_unlock(&fr->lock);
 		return -EINVAL;
-	if (fr->fd >= 0)
-		return full_pread(fr->fd, buf, len, off);
+	}
+	if (fr->fd >= 0) {
+		int fd = fr->fd;
+
+		/* the file stays: read it unlocked */
+		pthread_mutex_unlock(&fr->lock);
+		return full_pread(fd, buf, len, off);
+	}
 	memcpy(buf, fr->buf + off, len);
+	pthread_mutex_unlock(&fr->lock);
 	return 0;
 }
 
@@ -294,6 +320,8 @@ int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
 	fr->bucket[h & (fr->nr_buckets - 1)] = e;
 	fr->count++;
 	*off = fr->size;
+	pthread_mutex_lock(&fr->lock);
 	fr->size += len;
+	pthread_mutex_unlock(&fr->lock);
 	return 0;
 }

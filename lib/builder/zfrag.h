@@ -3,7 +3,8 @@
  * The fragment buffer (zfrag.c): the bytes that become the packed inode's
  * content, appended file tail by file tail, identical fragments stored
  * once. Used by the one writer that commits files, in commit order, so
- * offsets do not depend on the thread count: not thread-safe.
+ * offsets do not depend on the thread count. Only kiln_zfrag_read() may
+ * be called from other threads, at the same time as the writer appends.
  */
 #ifndef KILN_BUILDER_ZFRAG_H
 #define KILN_BUILDER_ZFRAG_H
@@ -37,7 +38,10 @@ uint64_t kiln_zfrag_saved(const struct kiln_zfrag *fr);
 /* Whether the contents moved to the temporary file. */
 int kiln_zfrag_spilled(const struct kiln_zfrag *fr);
 
-/* Copy @len stored bytes at @off into @buf. 0, -EINVAL past the end. */
+/*
+ * Copy @len stored bytes at @off into @buf. 0, -EINVAL past the end. Any
+ * thread, also while the writer adds fragments.
+ */
 int kiln_zfrag_read(struct kiln_zfrag *fr, void *buf, size_t len,
 		    uint64_t off);
 

@@ -27,6 +27,7 @@ enum kiln_zext_flags {
 	KILN_ZEXT_PARTIAL	= 1u << 2,	/* pcluster decodes past llen */
 	KILN_ZEXT_HOLE		= 1u << 3,	/* reads as zeros, no pcluster */
 	KILN_ZEXT_SHARED	= 1u << 4,	/* pcluster of an earlier file */
+	KILN_ZEXT_LOCAL		= 1u << 5,	/* shared, but committed along */
 };
 
 /*
@@ -41,6 +42,7 @@ struct kiln_zext {
 	uint32_t plen;		/* <= Z_EROFS_PCLUSTER_MAX_SIZE */
 	uint8_t fmt;		/* 0: stored raw, else on-disk algorithm + 1 */
 	uint8_t flags;		/* enum kiln_zext_flags */
+	uint64_t hash;		/* dedupe: kiln_zdedupe_hash() of the pcluster */
 };
 
 enum kiln_zmap_kind {
@@ -72,14 +74,29 @@ struct kiln_zfile {
 	uint32_t frag_len;		/* commit gives it fragoff */
 
 	struct kiln_zctx *zc;		/* for kiln_zfile_drop_inline() */
+	/*
+	 * A file handed back to be stored uncompressed, with dedupe on: the
+	 * hashes of its whole blocks and of all of it (no extents, no map).
+	 */
+	bool flat;
+	uint64_t flat_hash_blocks, flat_hash_all;
 	unsigned int seg;		/* enum kiln_zseg_flags (zseg.c) */
 	uint64_t seg_off;		/* a part: file offset of its byte 0 */
 };
 
 /* A file compressed in segments (zseg.c): where this part sits. */
+/*
+ * Input bytes per segment of a big compressed file (pipeline.c): a multiple
+ * of every extent size (at most 1 MiB) and a constant, so any -j cuts files
+ * at the same places. Whether a file is worth compressing is judged within
+ * its first segment only, whatever the source (zpack.c).
+ */
+#define KILN_ZSEG_SIZE	(8ull << 20)
+
 enum kiln_zseg_flags {
 	KILN_ZSEG_CONT	= 1u << 0,	/* not the first: never handed back raw */
 	KILN_ZSEG_MORE	= 1u << 1,	/* not the last: no inline tail */
+	KILN_ZSEG_PACKED = 1u << 2,	/* the packed inode: no fragment */
 };
 
 /* One line of a compress hints file (hints.c). */
@@ -147,6 +164,23 @@ struct kiln_zctx *kiln_zctx_for_path(struct kiln_zctx *zc, const char *rel);
 
 /* zfile.c: extent list */
 int kiln_zfile_add(struct kiln_zfile *zf, const struct kiln_zext *e);
+/* Dedupe keys of the held pclusters (the compressing thread). */
+void kiln_zfile_hash_held(struct kiln_zfile *zf);
+/*
+ * A zfile that only carries the dedupe hashes of a @size-byte file to be
+ * stored uncompressed (zf->flat), read again through @read.
+ */
+int kiln_zfile_flat_new(struct kiln_zctx *zc, kiln_src_read_fn read,
+			void *read_ctx, uint64_t size, struct kiln_zfile **zf);
+
+/*
+ * zseg.c: kiln_zfile_compress_part() with @seg flags added to the part's
+ * own (KILN_ZSEG_PACKED for the packed inode's segments).
+ */
+int kiln_zfile_compress_segment(struct kiln_zctx *zc, kiln_src_read_fn read,
+				void *read_ctx, uint64_t off, uint64_t len,
+				uint64_t size, unsigned int seg,
+				struct kiln_zfile **part);
 
 /* packed.c: store @zf's held tail in the fragment buffer (committer). */
 int kiln_zfile_place_fragment(struct kiln_zfile *zf);

@@ -226,24 +226,32 @@ static int add_extent(struct zpack *z, uint64_t lstart, uint32_t llen,
 	return kiln_zfile_add(z->zf, &e);
 }
 
+static int rest_compresses(struct zpack *z, uint64_t pos);
+
 /*
  * Whether to keep going compressed. Before the output is committed, a file
- * whose pclusters so far are all raw is handed back (returns 1).
+ * whose pclusters so far are all raw is handed back (returns 1), unless
+ * samples of the rest from @pos on show that it compresses.
  */
-static int zpack_check_hold(struct zpack *z)
+static int zpack_check_hold(struct zpack *z, uint64_t pos)
 {
+	int r;
+
 	if (z->sink.decided || z->sink.len < ZSINK_HOLD)
 		return 0;
-	if (!z->any_compressed)
-		return 1;
+	if (!z->any_compressed) {
+		r = rest_compresses(z, pos);
+		if (r <= 0)
+			return r < 0 ? r : 1;
+	}
 	z->sink.decided = true;
 	return 0;
 }
 
 /* After each pcluster: decide whether to stay compressed, then flush. */
-static int zpack_after_put(struct zpack *z)
+static int zpack_after_put(struct zpack *z, uint64_t pos)
 {
-	int err = zpack_check_hold(z);
+	int err = zpack_check_hold(z, pos);
 
 	return err ? err : zsink_maybe_flush(&z->sink);
 }
@@ -350,7 +358,7 @@ static bool use_fragments(const struct kiln_zctx *zc,
 			  const struct kiln_zfile *zf)
 {
 	return (zc->flags & KILN_COMPRESS_FRAGMENTS) && zc->frag &&
-	       !(zf->seg & KILN_ZSEG_MORE);
+	       !(zf->seg & (KILN_ZSEG_MORE | KILN_ZSEG_PACKED));
 }
 
 /*
@@ -543,7 +551,7 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 		err = classic_put(&z, pos, src, in_len, r);
 		pos += in_len;
 		if (!err)
-			err = zpack_after_put(&z);
+			err = zpack_after_put(&z, pos);
 	}
 	if (!err)
 		err = zpack_finish(&z);
@@ -680,10 +688,69 @@ int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
 		err = extent_put(&z, pos, src, llen, r);
 		pos += llen;
 		if (!err)
-			err = zpack_after_put(&z);
+			err = zpack_after_put(&z, pos);
 	}
 	if (!err)
 		err = zpack_finish(&z);
 	zpack_release(&z);
 	return err;
+}
+
+/* ---- the rest of a file that starts incompressible ---- */
+
+/* Samples of the rest a file must not all fail before it is stored raw. */
+#define PROBE_SAMPLES	4u
+#define PROBE_MIN_INPUT	(64u * 1024)
+
+/*
+ * Whether some of bytes [@pos, end) compress, end the end of the file's
+ * first segment: a few samples, evenly spread, each compressed as a
+ * pcluster or extent starting there would be. Depends on the data only,
+ * the same for a segmented file and one streamed whole (tar), and never
+ * reads further ahead than a stream can replay. 1 yes, 0 no, or a
+ * negative errno.
+ */
+static int rest_compresses(struct zpack *z, uint64_t pos)
+{
+	struct kiln_zctx *zc = z->zc;
+	const uint64_t size = KILN_MIN(z->zf->size, KILN_ZSEG_SIZE);
+	const uint64_t rest = pos < size ? size - pos : 0;
+	const bool ext = zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS;
+	const uint32_t unit = ext ? zc->pcluster_size : kiln_zctx_blksz(zc);
+	size_t want = ext ? zc->pcluster_size :
+		KILN_MIN((size_t)zc->max_in,
+			 KILN_MAX((size_t)PROBE_MIN_INPUT,
+				  4 * (size_t)zc->pcluster_size));
+	uint8_t *buf;
+	int found = 0;
+
+	if (pos >= size)
+		return 0;
+	buf = malloc(want);
+	if (!buf)
+		return -ENOMEM;
+	for (unsigned int i = 0; i < PROBE_SAMPLES && !found; i++) {
+		uint64_t at = pos + rest * i / PROBE_SAMPLES;
+		size_t len, in_len;
+		ssize_t r;
+		int err;
+
+		at -= at % unit;
+		at = KILN_MAX(at, pos);
+		len = (size_t)KILN_MIN((uint64_t)want, size - at);
+		err = z->in.read(z->in.ctx, buf, len, at);
+		if (err) {
+			found = err;
+			break;
+		}
+		in_len = len;
+		r = ext ? extent_compress(z, buf, (uint32_t)len) :
+			  classic_compress(z, buf, &in_len, zc->pcluster_size);
+		if (r < 0 && r != -ENOSPC)
+			found = (int)r;
+		else if (r > 0)
+			found = 1;
+	}
+	free(buf);
+	return found;
 }

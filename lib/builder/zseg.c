@@ -27,6 +27,15 @@ int kiln_zfile_compress_part(struct kiln_zctx *zc, kiln_src_read_fn read,
 			     void *read_ctx, uint64_t off, uint64_t len,
 			     uint64_t size, struct kiln_zfile **out)
 {
+	return kiln_zfile_compress_segment(zc, read, read_ctx, off, len, size,
+					   0, out);
+}
+
+int kiln_zfile_compress_segment(struct kiln_zctx *zc, kiln_src_read_fn read,
+				void *read_ctx, uint64_t off, uint64_t len,
+				uint64_t size, unsigned int seg,
+				struct kiln_zfile **out)
+{
 	struct part_src src = { .read = read, .ctx = read_ctx, .off = off };
 	struct kiln_zfile *zf;
 	int err;
@@ -41,6 +50,7 @@ int kiln_zfile_compress_part(struct kiln_zctx *zc, kiln_src_read_fn read,
 	zf->blkszbits = zc->blkszbits;
 	zf->zc = zc;
 	zf->seg_off = off;
+	zf->seg = seg;
 	if (off)
 		zf->seg |= KILN_ZSEG_CONT;
 	if (off + len < size)
@@ -52,9 +62,19 @@ int kiln_zfile_compress_part(struct kiln_zctx *zc, kiln_src_read_fn read,
 		err = kiln_zpack_classic(zc, NULL, part_read, &src, zf);
 	if (err) {
 		kiln_zfile_free(zf);
+		/* the packed inode is written plain by its own writer */
+		if (err == 1 && zc->dd && !(seg & KILN_ZSEG_PACKED)) {
+			int ferr = kiln_zfile_flat_new(zc, read, read_ctx,
+						       size, out);
+
+			if (ferr)
+				return ferr;
+		}
 		return err;
 	}
 	kiln_zindex_choose(zf);
+	if (zc->dd)
+		kiln_zfile_hash_held(zf);
 	kiln_zctx_note_file(zc, zf);
 	*out = zf;
 	return 0;

@@ -427,6 +427,91 @@ TEST(dedupe_shares_identical_pclusters_across_files)
 	free(src);
 }
 
+/*
+ * Extents layout: a file made of an earlier file's extents and new ones
+ * points at the earlier pclusters (at any byte) and repacks the new ones
+ * back to back; equal extents inside one file share too. Every pcluster
+ * still follows the kernel's rules (check_file) and DEFLATE's first
+ * stream byte stays in the pcluster's first block.
+ */
+TEST(extents_dedupe_shares_at_any_byte_and_repacks_the_rest)
+{
+	static const enum kiln_codec_id codecs[] = {
+		KILN_CODEC_DEFLATE, KILN_CODEC_ZSTD, KILN_CODEC_LZ4,
+		KILN_CODEC_LZMA,
+	};
+	const size_t L = 16384;
+
+	for (size_t c = 0; c < sizeof(codecs) / sizeof(codecs[0]); c++) {
+		uint8_t *a = make_data(20 * L + 123, 0, 21);
+		uint8_t *fresh = make_data(20 * L, 0, 22);
+		uint8_t *b = malloc(20 * L);
+		uint8_t *rep = malloc(6 * L);
+		struct memsrc ma = { a, 20 * L + 123 }, mb = { b, 20 * L },
+			      mr = { rep, 6 * L };
+		struct kiln_zfile *zf[3] = { NULL, NULL, NULL };
+		struct img im;
+		uint8_t *img;
+		size_t len;
+
+		/* b: a's odd extents, fresh even ones */
+		for (size_t k = 0; k < 20; k++)
+			memcpy(b + k * L, (k & 1 ? a : fresh) + k * L, L);
+		for (size_t k = 0; k < 6; k++)
+			memcpy(rep + k * L, fresh + 3 * L, L);
+		if (kiln_codec_get(codecs[c]) == NULL)
+			goto next;
+		CHECK_EQ(img_open(&im, codecs[c], KILN_COMPRESS_LAYOUT_EXTENTS,
+				  (uint32_t)L, KILN_COMPRESS_DEDUPE, 12), 0);
+		CHECK_EQ(kiln_zfile_write(im.zc, im.out, mem_read, &ma, ma.size,
+					  &zf[0]), 0);
+		CHECK_EQ(kiln_zfile_write(im.zc, im.out, mem_read, &mb, mb.size,
+					  &zf[1]), 0);
+		CHECK_EQ(kiln_zfile_write(im.zc, im.out, mem_read, &mr, mr.size,
+					  &zf[2]), 0);
+		img = img_close(&im, &len);
+		if (zf[0] && zf[1] && zf[2] && img) {
+			const uint8_t *src[3] = { a, b, rep };
+
+			for (size_t k = 0; k < 20; k++) {
+				const struct kiln_zext *e = &zf[1]->ext[k];
+
+				CHECK_EQ(!!(e->flags & KILN_ZEXT_SHARED), k & 1);
+				if (k & 1)
+					CHECK_EQ(e->pstart, zf[0]->ext[k].pstart);
+			}
+			/* equal extents of one file: one pcluster */
+			for (size_t k = 1; k < 6; k++)
+				CHECK_EQ(zf[2]->ext[k].pstart,
+					 zf[2]->ext[0].pstart);
+			CHECK(zf[1]->recsz >= 8);
+			for (int f = 0; f < 3; f++) {
+				for (size_t k = 0; k < zf[f]->nr_ext; k++) {
+					const struct kiln_zext *e = &zf[f]->ext[k];
+					size_t skip = 0;
+
+					if (!e->fmt || e->flags & KILN_ZEXT_HOLE)
+						continue;
+					while (skip < e->plen && !img[e->pstart + skip])
+						skip++;
+					CHECK(e->pstart % 4096 + skip < 4096);
+				}
+				im.bits = 12;
+				check_file(&im, zf[f], img, len, src[f]);
+			}
+		}
+		free(img);
+		for (int k = 0; k < 3; k++)
+			kiln_zfile_free(zf[k]);
+		kiln_zctx_free(im.zc);
+next:
+		free(a);
+		free(fresh);
+		free(b);
+		free(rep);
+	}
+}
+
 TEST(features_and_config_records_follow_what_was_written)
 {
 	struct img im;
@@ -497,5 +582,6 @@ TAP_MAIN(TAP_ENTRY(classic_one_block_pclusters_roundtrip_every_codec),
 	 TAP_ENTRY(same_input_gives_same_extents),
 	 TAP_ENTRY(compress_then_commit_matches_direct_write),
 	 TAP_ENTRY(dedupe_shares_identical_pclusters_across_files),
+	 TAP_ENTRY(extents_dedupe_shares_at_any_byte_and_repacks_the_rest),
 	 TAP_ENTRY(features_and_config_records_follow_what_was_written),
 	 TAP_ENTRY(bad_sizes_are_refused))

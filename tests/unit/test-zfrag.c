@@ -5,6 +5,9 @@
  * tails to it (zpack.c fragments, kiln_zfile_commit()).
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +120,72 @@ TEST(a_buffer_past_its_memory_limit_spills_and_reads_back)
 	kiln_zfrag_free(fr);
 	free(data);
 	free(got);
+}
+
+/* The writer appends past the memory limit while a reader re-reads. */
+struct reader_arg {
+	struct kiln_zfrag *fr;
+	const uint8_t *data;
+	_Atomic uint64_t published;	/* bytes the writer has added */
+	atomic_bool done;
+	atomic_ulong reads;
+	unsigned long bad;
+};
+
+static void *reader_main(void *p)
+{
+	struct reader_arg *r = p;
+	uint8_t got[3000];
+	uint32_t seed = 77;
+
+	while (!atomic_load(&r->done)) {
+		uint64_t have = atomic_load(&r->published), off;
+		size_t len;
+
+		if (have < sizeof(got))
+			continue;
+		seed = seed * 1103515245u + 12345u;
+		off = (seed >> 8) % (have - sizeof(got) + 1);
+		len = 1 + (seed >> 4) % sizeof(got);
+		if (kiln_zfrag_read(r->fr, got, len, off) ||
+		    memcmp(got, r->data + off, len))
+			r->bad++;
+		atomic_fetch_add(&r->reads, 1);
+	}
+	return NULL;
+}
+
+TEST(stored_bytes_read_back_while_the_writer_appends_and_spills)
+{
+	const size_t total = 400000, piece = 1000;
+	struct reader_arg r = { 0 };
+	uint8_t *data = malloc(total);
+	pthread_t th;
+	uint64_t off;
+
+	CHECK(data != NULL);
+	if (!data)
+		return;
+	fill(data, total, 21);
+	CHECK_EQ(kiln_zfrag_new(100000, NULL, &r.fr), 0);
+	r.data = data;
+	CHECK_EQ(pthread_create(&th, NULL, reader_main, &r), 0);
+	for (size_t at = 0; at < total; at += piece) {
+		CHECK_EQ(kiln_zfrag_add(r.fr, data + at, piece, &off), 0);
+		CHECK_EQ(off, at);
+		atomic_store(&r.published, at + piece);
+		/* let the reader keep up: reads interleave with appends */
+		while (at + piece >= 3000 &&
+		       atomic_load(&r.reads) < (at + piece) / piece / 2 - 1)
+			sched_yield();
+	}
+	atomic_store(&r.done, true);
+	pthread_join(th, NULL);
+	CHECK(kiln_zfrag_spilled(r.fr));
+	CHECK_EQ(r.bad, 0);
+	CHECK(atomic_load(&r.reads) > 0);
+	kiln_zfrag_free(r.fr);
+	free(data);
 }
 
 /* ---- compressed files hand their tails over ---- */
@@ -238,6 +307,47 @@ TEST(fragments_win_over_ztailpacking)
 	free(data);
 }
 
+/* The packed inode's own segments never hand a tail to the buffer. */
+TEST(packed_segments_keep_their_tails)
+{
+	const enum kiln_compress_layout layouts[] = {
+		KILN_COMPRESS_LAYOUT_CLASSIC, KILN_COMPRESS_LAYOUT_EXTENTS,
+	};
+
+	for (size_t l = 0; l < 2; l++) {
+		struct kiln_zctx *zc = frag_ctx(layouts[l], 0);
+		uint8_t *data = text(150000, 12);
+		struct memsrc s = { data, 150000 };
+		struct kiln_zfile *part = NULL, *last = NULL, *whole = NULL;
+
+		CHECK(zc && data);
+		if (!zc || !data)
+			return;
+		CHECK_EQ(kiln_zfile_compress_segment(zc, mem_read, &s, 0, 65536,
+						     150000, KILN_ZSEG_PACKED,
+						     &part), 0);
+		CHECK_EQ(kiln_zfile_compress_segment(zc, mem_read, &s, 65536,
+						     150000 - 65536, 150000,
+						     KILN_ZSEG_PACKED, &last), 0);
+		CHECK(part && !part->frag && !last_is_fragment(part));
+		CHECK(last && !last->frag && !last_is_fragment(last));
+		CHECK(last && last->kind != KILN_ZMAP_FRAGMENT);
+		/* a file's last segment does go to the buffer */
+		kiln_zfile_free(last);
+		last = NULL;
+		CHECK_EQ(kiln_zfile_compress_segment(zc, mem_read, &s, 65536,
+						     150000 - 65536, 150000, 0,
+						     &last), 0);
+		CHECK(last && last_is_fragment(last));
+		kiln_zfile_free(last);
+		CHECK_EQ(kiln_zfile_join(&whole, part), 0);
+		CHECK(whole == part);
+		kiln_zfile_free(whole);
+		kiln_zctx_free(zc);
+		free(data);
+	}
+}
+
 /* A fragment offset past 4 GiB: full indexes, high half in the tail head. */
 TEST(fragment_offsets_past_4gib_use_full_indexes)
 {
@@ -281,4 +391,6 @@ TAP_MAIN(TAP_ENTRY(fragment_offsets_past_4gib_use_full_indexes),
 	 TAP_ENTRY(many_fragments_grow_the_table_and_still_dedupe),
 	 TAP_ENTRY(a_buffer_past_its_memory_limit_spills_and_reads_back),
 	 TAP_ENTRY(tails_and_small_files_become_fragments_at_commit),
-	 TAP_ENTRY(fragments_win_over_ztailpacking))
+	 TAP_ENTRY(fragments_win_over_ztailpacking),
+	 TAP_ENTRY(stored_bytes_read_back_while_the_writer_appends_and_spills),
+	 TAP_ENTRY(packed_segments_keep_their_tails))

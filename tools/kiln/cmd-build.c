@@ -20,6 +20,8 @@ struct build_cli {
 	size_t nr_owned;
 	int verbosity;			/* -1 quiet, 0 normal, 1 verbose */
 	bool mtime_given;
+	bool no_dedupe;			/* --no-dedupe */
+	int fragments;			/* --[no-]fragments: 1, 0; -1 default */
 	const char *tar;		/* --tar FILE ("-": stdin), or NULL */
 	struct cli_progress progress;	/* status line on a terminal */
 };
@@ -35,7 +37,9 @@ enum {
 	OPT_LAYOUT,
 	OPT_ZTAILPACKING,
 	OPT_FRAGMENTS,
+	OPT_NO_FRAGMENTS,
 	OPT_DEDUPE,
+	OPT_NO_DEDUPE,
 	OPT_RAW_MARGIN,
 	OPT_COMPRESS_HINTS,
 	OPT_MEMORY_LIMIT,
@@ -345,14 +349,28 @@ static int set_ztailpacking(struct build_cli *c, const char *arg)
 static int set_fragments(struct build_cli *c, const char *arg)
 {
 	(void)arg;
-	c->opts.compress_flags |= KILN_COMPRESS_FRAGMENTS;
+	c->fragments = 1;
+	return 0;
+}
+
+static int set_no_fragments(struct build_cli *c, const char *arg)
+{
+	(void)arg;
+	c->fragments = 0;
 	return 0;
 }
 
 static int set_dedupe(struct build_cli *c, const char *arg)
 {
 	(void)arg;
-	c->opts.compress_flags |= KILN_COMPRESS_DEDUPE;
+	c->no_dedupe = false;
+	return 0;
+}
+
+static int set_no_dedupe(struct build_cli *c, const char *arg)
+{
+	(void)arg;
+	c->no_dedupe = true;
 	return 0;
 }
 
@@ -414,10 +432,18 @@ static const struct build_option {
 	  set_layout },
 	{ { "ztailpacking", OPT_ZTAILPACKING, NULL, "store the last pcluster "
 			"of a compressed file inline" }, set_ztailpacking },
-	{ { "fragments", OPT_FRAGMENTS, NULL, "pack compressed file tails "
-			"into a shared inode" }, set_fragments },
-	{ { "dedupe", OPT_DEDUPE, NULL, "share identical pclusters between "
-			"files" }, set_dedupe },
+	{ { "fragments", OPT_FRAGMENTS, NULL, "pack small files and "
+			"compressed file tails into a shared, compressed inode "
+			"(default when compressing, unless --ztailpacking)" },
+	  set_fragments },
+	{ { "no-fragments", OPT_NO_FRAGMENTS, NULL, "give every compressed "
+			"file its own blocks, tail included" }, set_no_fragments },
+	{ { "dedupe", OPT_DEDUPE, NULL, "store identical extents and "
+			"uncompressed files once, confirmed byte for byte "
+			"(default when compressing)" }, set_dedupe },
+	{ { "no-dedupe", OPT_NO_DEDUPE, NULL, "write every file's data, "
+			"even when an identical copy is in the image" },
+	  set_no_dedupe },
 	{ { "compress-hints", OPT_COMPRESS_HINTS, "FILE", "per-file "
 			"compression: lines 'GLOB ALG[:LEVEL] [PCLUSTER_SIZE]', "
 			"first match wins (at most two algorithms per image)" },
@@ -499,7 +525,7 @@ static void print_summary(const char *image, const struct kiln_build_stats *st)
 
 int cmd_build(int argc, char **argv)
 {
-	struct build_cli c = { .verbosity = 0 };
+	struct build_cli c = { .verbosity = 0, .fragments = -1 };
 	struct kiln_build_stats stats;
 	const char *arg;
 	int rc, err;
@@ -531,6 +557,20 @@ int cmd_build(int argc, char **argv)
 	}
 	c.opts.excludes = c.excludes;
 	c.opts.nr_excludes = c.nr_excludes;
+	/* sharing costs a hash per pcluster (workers) and saves much */
+	if (c.opts.compress.codec != KILN_CODEC_NONE && !c.no_dedupe)
+		c.opts.compress_flags |= KILN_COMPRESS_DEDUPE;
+	/*
+	 * Packing tails and small files together is what keeps trees of
+	 * small files small; an explicit --ztailpacking asks for tails
+	 * inline instead, so it alone turns the default off.
+	 */
+	if (c.fragments < 0)
+		c.fragments = c.opts.compress.codec != KILN_CODEC_NONE &&
+			      !(c.opts.compress_flags &
+				KILN_COMPRESS_ZTAILPACKING);
+	if (c.fragments)
+		c.opts.compress_flags |= KILN_COMPRESS_FRAGMENTS;
 	if (c.verbosity >= 0 && c.progress.enabled) {
 		c.opts.progress = cli_progress_show;
 		c.opts.progress_ctx = &c.progress;
