@@ -7,13 +7,20 @@
 #   tar    the whole tree through tar (piped to cat: GNU tar skips reading
 #          file data when it writes straight to /dev/null)
 #   seq    fio sequential read of a ~1 GiB file, 128 KiB reads, 1 job
-#   rand1  fio random 4 KiB reads of that file, 1 job
-#   rand4  the same with 4 jobs
+#   rand1  fio random 4 KiB reads of that file, 1 job, an eighth of the
+#          file, no block twice (fio's random map): every read is cold
+#   rand4  the same with 4 jobs, each in its own quarter of the file,
+#          reading a sixteenth of the file
 # fio: --readonly --direct=0 --ioengine=psync, at most $RUNTIME s a job.
+# (Time-based random reads with --norandommap would soon be served from
+# the page cache the first reads filled: they would measure how fast a
+# server fills it, not how fast it answers a cold read.)
 # Each measurement mounts afresh and drops caches first. On a shared or
-# noisy machine each one runs --repeat times (default 3) and the best is
-# kept (shortest tar, highest fio).
+# noisy machine each one runs --repeat times (default 3), in rounds that
+# interleave the systems, and the best is kept (shortest tar, highest fio).
+# KILN_BASE=/path/to/other/kiln adds a column "kiln-base" (before/after).
 # Usage: bench/fuse.sh [--quick] [--only plain|lz4hc] [--repeat N] [--runtime S]
+#                      [--systems "kernel kiln ..."] [--workloads "tar seq ..."]
 #        (root: mounts, drop_caches)
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -22,16 +29,23 @@ QUICK=0
 ONLY=
 REPEAT=3
 RUNTIME=
+SYSTEMS="kernel kiln kiln-own erofsfuse squashfuse_ll"
+
+WORKLOADS="tar seq rand1 rand4"
+USAGE="usage: $0 [--quick] [--only plain|lz4hc] [--repeat N] [--runtime S] [--systems LIST] [--workloads LIST]"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
 	--only) ONLY=$2; shift ;;
 	--repeat) REPEAT=$2; shift ;;
 	--runtime) RUNTIME=$2; shift ;;
-	*) echo "usage: $0 [--quick] [--only plain|lz4hc] [--repeat N] [--runtime S]" >&2; exit 2 ;;
+	--systems) SYSTEMS=$2; shift ;;
+	--workloads) WORKLOADS=$2; shift ;;
+	*) echo "$USAGE" >&2; exit 2 ;;
 	esac
 	shift
 done
+[ -n "${KILN_BASE:-}" ] && [ "${SYSTEMS#*kiln-base}" = "$SYSTEMS" ] && SYSTEMS="$SYSTEMS kiln-base"
 [ "$(id -u)" = 0 ] || { echo "$0: needs root (mounts, drop_caches)" >&2; exit 1; }
 have fio || { echo "$0: fio not found" >&2; exit 1; }
 [ -x "$KILN" ] || { echo "$0: no kiln at $KILN (set KILN=)" >&2; exit 1; }
@@ -109,6 +123,8 @@ do_mount() {
 	kernel)    [ -f "$IMG/mkfs-$m.erofs" ] && mount_erofs "$IMG/mkfs-$m.erofs" "$MNT" ;;
 	kiln)      [ -f "$IMG/mkfs-$m.erofs" ] && "$KILN" mount "$IMG/mkfs-$m.erofs" "$MNT" ;;
 	kiln-own)  [ -f "$IMG/kiln-$m.erofs" ] && "$KILN" mount "$IMG/kiln-$m.erofs" "$MNT" ;;
+	kiln-base) [ -n "${KILN_BASE:-}" ] && [ -f "$IMG/mkfs-$m.erofs" ] &&
+			"$KILN_BASE" mount "$IMG/mkfs-$m.erofs" "$MNT" ;;
 	erofsfuse) have erofsfuse && [ -f "$IMG/mkfs-$m.erofs" ] &&
 			erofsfuse "$IMG/mkfs-$m.erofs" "$MNT" >/dev/null 2>&1 ;;
 	squashfuse_ll) have squashfuse_ll && [ -f "$IMG/$m.sqfs" ] &&
@@ -136,28 +152,28 @@ measure() {
 	case $w in
 	tar)   v=$(time_cmd sh -c "cd '$MNT' && tar -cf - . | cat > /dev/null") ;;
 	seq)   v=$(fio_run "seq-$sys-$m" "$MNT/big.bin" --ioengine=psync --runtime=$RUNTIME --rw=read --bs=128k --numjobs=1 | awk '{print $2}') ;;
-	rand1) v=$(fio_run "rand1-$sys-$m" "$MNT/big.bin" --ioengine=psync --runtime=$RUNTIME --rw=randread --bs=4k --numjobs=1 --time_based --norandommap --randrepeat=1 | awk '{print $1}') ;;
-	rand4) v=$(fio_run "rand4-$sys-$m" "$MNT/big.bin" --ioengine=psync --runtime=$RUNTIME --rw=randread --bs=4k --numjobs=4 --time_based --norandommap --randrepeat=1 | awk '{print $1}') ;;
+	rand1) v=$(fio_run "rand1-$sys-$m" "$MNT/big.bin" --ioengine=psync --runtime=$RUNTIME --rw=randread --bs=4k --numjobs=1 --io_size=$((BIG_MIB / 8))m --randrepeat=1 | awk '{print $1}') ;;
+	rand4) v=$(fio_run "rand4-$sys-$m" "$MNT/big.bin" --ioengine=psync --runtime=$RUNTIME --rw=randread --bs=4k --numjobs=4 --size=25% --offset_increment=25% --io_size=$((BIG_MIB / 16))m --randrepeat=1 | awk '{print $1}') ;;
 	esac
 	do_umount
 	echo "$v"
 }
 
-best() { # SYSTEM MODE WORKLOAD: the best of $REPEAT measurements
-	local b="" v
-	for _ in $(seq "$REPEAT"); do
-		v=$(measure "$@")
-		b=$(awk -v a="$v" -v b="$b" -v low="$([ "$3" = tar ] && echo 1 || echo 0)" \
-			'BEGIN { if (b == "" || (low ? a + 0 < b + 0 : a + 0 > b + 0)) print a; else print b }')
-	done
-	echo "$b"
+# keep_best MODE SYSTEM WORKLOAD VALUE: the shortest tar, the highest fio
+keep_best() {
+	local k=$1,$2,$3
+	R[$k]=$(awk -v a="$4" -v b="${R[$k]:-}" -v low="$([ "$3" = tar ] && echo 1 || echo 0)" \
+		'BEGIN { if (a == "nan" && b != "") print b;
+			 else if (b == "" || b == "nan" || (low ? a + 0 < b + 0 : a + 0 > b + 0)) print a;
+			 else print b }')
 }
 
-SYSTEMS="kernel kiln kiln-own erofsfuse squashfuse_ll"
-declare -A R
+declare -A R ALL
 
+# Rounds interleave the systems (round 1: every system, then round 2 ...)
+# so that a burst of load elsewhere on the machine hits them all alike.
 run_mode() { # $1 = plain | lz4hc
-	local m=$1 sys w
+	local m=$1 sys w r v avail=""
 	echo "== $m: building images"
 	build_images "$m"
 	for sys in $SYSTEMS; do
@@ -166,28 +182,61 @@ run_mode() { # $1 = plain | lz4hc
 			continue
 		fi
 		do_umount
-		echo "-- $sys ($m)"
-		for w in tar seq rand1 rand4; do
-			R[$m,$sys,$w]=$(best "$sys" "$m" $w)
+		avail+=" $sys"
+	done
+	for r in $(seq "$REPEAT"); do
+		echo "-- $m: round $r of $REPEAT:$avail"
+		for w in $WORKLOADS; do
+			for sys in $avail; do
+				v=$(measure "$sys" "$m" "$w")
+				ALL[$m,$sys,$w]+=" $v"
+				keep_best "$m" "$sys" "$w" "$v"
+			done
 		done
 	done
 }
 
 # -- report -------------------------------------------------------------------
-# Ratios are against the kernel: for tar, kernel time / time (higher is
-# better everywhere).
+# rel WORKLOAD A B: how much better A is than B (above 1 = A is faster):
+# B / A for tar (seconds), A / B for fio (MiB/s, IOPS).
+rel() {
+	if [ "$1" = tar ]; then ratio "$3" "$2"; else ratio "$2" "$3"; fi
+}
+
+declare -A UNIT=([tar]="tar s" [seq]="seq MiB/s" [rand1]="rand1 IOPS" [rand4]="rand4 IOPS")
+
 print_mode() {
-	local m=$1 sys k
+	local m=$1 sys w peer line
 	echo
 	echo "== $m: ${BIG_MIB} MiB file, $SMALL_FILES small files, fio ${RUNTIME}s max, cold cache, best of $REPEAT"
-	printf "%-14s %10s %6s %10s %6s %11s %6s %11s %6s\n" system "tar s" "x" "seq MiB/s" "x" "rand1 IOPS" "x" "rand4 IOPS" "x"
+	line=$(printf "%-14s" system)
+	for w in $WORKLOADS; do line+=$(printf " %11s %6s" "${UNIT[$w]}" x); done
+	echo "$line"
 	for sys in $SYSTEMS; do
-		[ -n "${R[$m,$sys,tar]:-}" ] || continue
-		printf "%-14s %10s %6s %10s %6s %11s %6s %11s %6s\n" "$sys" \
-			"${R[$m,$sys,tar]}" "$(ratio "${R[$m,kernel,tar]:-0}" "${R[$m,$sys,tar]}")" \
-			"${R[$m,$sys,seq]}" "$(ratio "${R[$m,$sys,seq]}" "${R[$m,kernel,seq]:-0}")" \
-			"${R[$m,$sys,rand1]}" "$(ratio "${R[$m,$sys,rand1]}" "${R[$m,kernel,rand1]:-0}")" \
-			"${R[$m,$sys,rand4]}" "$(ratio "${R[$m,$sys,rand4]}" "${R[$m,kernel,rand4]:-0}")"
+		[ -n "${R[$m,$sys,${WORKLOADS%% *}]:-}" ] || continue
+		line=$(printf "%-14s" "$sys")
+		for w in $WORKLOADS; do
+			line+=$(printf " %11s %6s" "${R[$m,$sys,$w]}" \
+				"$(rel $w "${R[$m,$sys,$w]}" "${R[$m,kernel,$w]:-0}")")
+		done
+		echo "$line"
+	done
+	for w in $WORKLOADS; do
+		line="  every run, $w:"
+		for sys in $SYSTEMS; do
+			[ -n "${ALL[$m,$sys,$w]:-}" ] && line+=" $sys${ALL[$m,$sys,$w]};"
+		done
+		echo "$line"
+	done
+	# the targets: kiln against each FUSE peer
+	for peer in $SYSTEMS; do
+		case $peer in kernel|kiln|kiln-own|kiln-base) continue ;; esac
+		[ -n "${R[$m,$peer,${WORKLOADS%% *}]:-}" ] || continue
+		line=$(printf "%-14s" "kiln/$peer")
+		for w in $WORKLOADS; do
+			line+=$(printf " %11s %6s" "" "$(rel $w "${R[$m,kiln,$w]:-0}" "${R[$m,$peer,$w]}")")
+		done
+		echo "$line"
 	done
 }
 
@@ -197,5 +246,6 @@ MODES="plain lz4hc"
 for m in $MODES; do run_mode "$m"; done
 for m in $MODES; do print_mode "$m"; done
 echo
-echo "x: ratio to the kernel's EROFS mount (higher is better; for tar, kernel time / time)."
+echo "x: ratio to the kernel's EROFS mount (higher is better; for tar, kernel time / time);"
+echo "kiln/PEER rows: kiln mount against that FUSE server, same scale (2.00 = twice as fast)."
 echo "kiln and erofsfuse serve mkfs.erofs's image; kiln-own serves kiln build's image."

@@ -182,6 +182,17 @@ KILN_API ssize_t kiln_file_pread(struct kiln_file *file, void *buf,
 KILN_API int kiln_file_next_data(struct kiln_file *file, uint64_t off,
 				 uint64_t *data_off, uint64_t *data_end);
 
+/*
+ * Where the bytes of @file from @off on are stored: sets *@len to the
+ * length (at most @max, @off + @max <= the file size) of the run that
+ * starts at @off and returns 1 when that run is stored as is, contiguous,
+ * at image byte *@img_off (a reader may copy or splice it straight from
+ * the image), or 0 when it is not (a hole, compressed, split or inline
+ * data: use kiln_file_pread()). Returns a negative errno on error.
+ */
+KILN_API int kiln_file_locate(struct kiln_file *file, uint64_t off,
+			      uint64_t max, uint64_t *img_off, uint64_t *len);
+
 #ifdef __cplusplus
 }
 #endif

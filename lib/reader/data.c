@@ -262,6 +262,26 @@ int kiln_file_direct(struct kiln_file *file, uint64_t off, size_t len,
 	return 0;
 }
 
+KILN_API int kiln_file_locate(struct kiln_file *file, uint64_t off,
+			      uint64_t max, uint64_t *img_off, uint64_t *len)
+{
+	struct run r;
+	int err;
+
+	if (!max || !kiln_range_ok(off, max, file->inode.size))
+		return -EINVAL;
+	if (is_compressed(&file->inode))
+		return kiln_zread_locate(file, off, max, img_off, len);
+	err = map_run(file, off, max, &r);
+	if (err)
+		return err;
+	*len = r.len;
+	if (r.hole)
+		return 0;
+	*img_off = r.phys;
+	return 1;
+}
+
 KILN_API int kiln_file_next_data(struct kiln_file *file, uint64_t off,
 				 uint64_t *data_off, uint64_t *data_end)
 {

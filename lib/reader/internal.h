@@ -139,6 +139,9 @@ void kiln_zread_release(struct kiln_file *file);
  */
 int kiln_zread_next_data(struct kiln_file *file, uint64_t off,
 			 uint64_t *data_off, uint64_t *data_end);
+/* kiln_file_locate() for compressed inodes: raw (PLAIN) extents only. */
+int kiln_zread_locate(struct kiln_file *file, uint64_t off, uint64_t max,
+		      uint64_t *img_off, uint64_t *len);
 /* Free the image's compressed-read state (img->zctx); kiln_image_close(). */
 void kiln_zimage_release(struct kiln_image *img);
 

@@ -310,7 +310,28 @@ static int zr_compressed(struct kiln_file *file, struct kiln_zstate *zs,
 	/* 4. a random read of a prefix: decode just that, in place */
 	if (!within && !sequential && !force_copy && ops && ops->stops_early)
 		return zr_decode(file, z, ext, buf, n, true);
-	/* 5. decode all of it aside, keep it, copy the part asked for */
+	/*
+	 * 5. a random read further in: decode up to its end aside and copy
+	 * (the rest of the extent is unlikely to be wanted soon)
+	 */
+	if (!sequential && ops && ops->stops_early && within + n < llen) {
+		err = zr_scratch(zs, (size_t)within + n);
+		if (err)
+			return err;
+		zs->scratch_valid = false;
+		zs->hole = zs->hole_end = 0;
+		err = zr_decode(file, z, ext, zs->scratch, (size_t)within + n,
+				true);
+		if (err)
+			return err;
+		memcpy(buf, zs->scratch + within, n);
+		zs->scratch_valid = true;
+		zs->scratch_la = ext->la;
+		zs->scratch_pa = ext->pa;
+		zs->scratch_len = (size_t)within + n;
+		return 0;
+	}
+	/* 6. decode all of it aside, keep it, copy the part asked for */
 	e = z->cache ? kiln_zcache_reserve(z->cache, llen, &data) : NULL;
 	if (e) {
 		err = zr_decode(file, z, ext, data, llen, false);
@@ -328,7 +349,7 @@ static int zr_compressed(struct kiln_file *file, struct kiln_zstate *zs,
 	zs->scratch_valid = false;
 	zs->hole = zs->hole_end = 0;
 	if (ops && ops->decompress_segs && !force_copy) {
-		/* 6. streaming decoders: the asked part goes straight to @buf */
+		/* 7. streaming decoders: the asked part goes straight to @buf */
 		struct kiln_codec_seg seg[3] = {
 			{ zs->scratch, (size_t)within },
 			{ buf, n },
@@ -494,6 +515,33 @@ ssize_t kiln_zread(struct kiln_file *file, void *buf, size_t len,
 	}
 	zs->next_off = off + len;
 	return (ssize_t)len;
+}
+
+int kiln_zread_locate(struct kiln_file *file, uint64_t off, uint64_t max,
+		      uint64_t *img_off, uint64_t *len)
+{
+	struct kiln_zstate *zs;
+	struct kiln_zext ext;
+	uint64_t within;
+	int err;
+
+	err = zstate_get(file, &zs);
+	if (!err)
+		err = kiln_zmap_lookup(&zs->map, off, &ext);
+	if (err)
+		return err;
+	within = off - ext.la;
+	*len = KILN_MIN(max, ext.llen - within);
+	if (ext.kind != KILN_ZEXT_PLAIN)
+		return 0;
+	/* as zr_plain() reads it: byte k of the extent at pa + k, and
+	 * kiln_zmap_lookup() checked llen <= plen */
+	if (!kiln_metabuf_get(file->img, ext.pa, ext.plen))
+		return KILN_CORRUPT(file->img, "nid %llu: plain pcluster at %llu outside the image",
+				    (unsigned long long)file->inode.nid,
+				    (unsigned long long)ext.pa);
+	*img_off = ext.pa + within;
+	return 1;
 }
 
 int kiln_zread_next_data(struct kiln_file *file, uint64_t off,

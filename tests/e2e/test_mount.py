@@ -332,9 +332,12 @@ def test_xattr_size_probes_and_short_buffers(kiln, rich_tree, images):
 # -- options, lifecycle -----------------------------------------------------
 
 @pytest.mark.parametrize("opts", (("-s",), ("-o", "cache=none"),
-                                  ("-o", "threads=2,ro"), ("-d",)),
+                                  ("-o", "threads=2,ro"), ("-d",),
+                                  ("-o", "readahead=0,nosplice"),
+                                  ("-o", "readahead=8192")),
                          ids=("single-thread", "cache-none", "threads-2",
-                              "debug"))
+                              "debug", "no-readahead-no-splice",
+                              "readahead-8m"))
 def test_options_serve_the_same_tree(kiln, rich_tree, images, opts):
     img, _ = image_of(images, "mkfs-lz4hc")
     sizes = os.path.join(rich_tree.root, "sizes")
@@ -348,6 +351,10 @@ def test_options_serve_the_same_tree(kiln, rich_tree, images, opts):
     (("-o", "cache=maybe"), "cache"),
     (("-o", "threads=0"), "threads"),
     (("-o", "threads"), "value"),
+    (("-o", "readahead=lots"), "readahead"),
+    (("-o", "readahead=-1"), "readahead"),
+    (("-o", "readahead=99999999"), "readahead"),
+    (("-o", "nosplice=1"), "no value"),
     (("-x",), "unknown option"),
 ))
 def test_bad_options_are_usage_errors(kiln, images, opts, msg, tmp_path):
@@ -510,7 +517,8 @@ def big_images(kiln, big_tree, tmp_path_factory):
         img = kiln_build(kiln, big_tree, d / f"{name}.erofs", *opts)
         if img:
             out[name] = img
-    for name, opts in (("mkfs", ()), ("mkfs-lz4hc", ("-zlz4hc",))):
+    for name, opts in (("mkfs", ()), ("mkfs-lz4hc", ("-zlz4hc",)),
+                       ("mkfs-chunked", ("--chunksize=65536",))):
         img = try_mkfs_erofs(big_tree, d / f"{name}.erofs", *opts)
         if img:
             out[name] = img
@@ -571,6 +579,83 @@ def test_four_threads_reading_random_ranges_get_the_right_bytes(
         for fd in list(shared.values()) + list(direct.values()):
             os.close(fd)
     assert not errors, errors[:10]
+
+
+def _bdi_readahead_kb(mnt):
+    st = os.stat(mnt)
+    p = f"/sys/class/bdi/{os.major(st.st_dev)}:{os.minor(st.st_dev)}" \
+        "/read_ahead_kb"
+    with open(p) as f:
+        return int(f.read())
+
+
+@pytest.mark.parametrize("opts", ((), ("-o", "nosplice"),
+                                  ("-o", "readahead=4096"),
+                                  ("-o", "readahead=0")),
+                         ids=("default", "nosplice", "readahead-4m",
+                              "readahead-0"))
+@pytest.mark.parametrize("kind", ("kiln", "kiln-lz4hc", "mkfs", "mkfs-lz4hc",
+                                  "mkfs-chunked"))
+def test_cold_sequential_reads_get_the_right_bytes(kiln, big_tree, big_images,
+                                                    kind, opts):
+    """Whole files read front to back from a cold cache, in large and odd
+    sizes: what readahead (large requests, several in flight) and splicing
+    raw runs straight from the image deliver."""
+    if kind not in big_images:
+        pytest.skip(f"no {kind} image")
+    with kiln_mount(kiln, big_images[kind], *opts) as m:
+        ra = dict(o.split("=") for o in ",".join(opts[1:]).split(",")
+                  if "=" in o).get("readahead", "1024")
+        if os.geteuid() == 0 and int(ra):
+            # the window asked for, on this mount's own bdi
+            assert _bdi_readahead_kb(m.mnt) == int(ra)
+        for n in ("random-24m", "text", "mixed"):
+            want = (big_tree / n).read_bytes()
+            for bs in (1 * MiB, 128 * KiB + 4096 * 3 + 5):
+                _drop_cache(m.mnt / n)
+                got = bytearray()
+                with open(m.mnt / n, "rb", buffering=0) as f:
+                    while True:
+                        chunk = f.read(bs)
+                        if not chunk:
+                            break
+                        got += chunk
+                assert len(got) == len(want), (n, bs)
+                assert bytes(got) == want, f"{n}: wrong bytes reading {bs}"
+            # and from the page cache, now filled
+            assert (m.mnt / n).read_bytes() == want, n
+        assert m.alive()
+
+
+def test_many_opens_of_many_files_read_right(kiln, rich_tree, images):
+    """Files are read without a FUSE open where the kernel allows it: the
+    server keeps a few open by nid. Read more files than it keeps, several
+    times over, interleaved, each open many times at once."""
+    img, _ = image_of(images, "kiln-lz4hc" if "kiln-lz4hc" in images
+                      else "mkfs-lz4hc")
+    src = Path(rich_tree.root)
+    with kiln_mount(kiln, img) as m:
+        files = sorted(p.relative_to(m.mnt) for p in m.mnt.rglob("*")
+                       if p.is_file() and not p.is_symlink())[:200]
+        assert len(files) > 40
+        rng = random.Random(3)
+        held = []
+        for rnd in range(3):
+            rng.shuffle(files)
+            for rel in files:
+                f = open(m.mnt / rel, "rb", buffering=0)
+                held.append(f)
+                want = (src / rel).read_bytes()
+                off = rng.randrange(0, len(want) + 1)
+                assert os.pread(f.fileno(), 70000, off) == \
+                    want[off:off + 70000], rel
+                if len(held) > 50:
+                    held.pop(rng.randrange(len(held))).close()
+                if rnd == 1:
+                    _drop_cache(m.mnt / rel)
+        for f in held:
+            f.close()
+        assert m.alive()
 
 
 def test_seek_data_and_hole_agree_with_the_bytes(kiln, big_tree, big_images):

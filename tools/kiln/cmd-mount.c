@@ -5,6 +5,8 @@
  */
 #include "fuse-ops.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -25,6 +28,10 @@ struct mount_opts {
 	bool single_thread;
 	enum kiln_cache_mode cache;
 	unsigned int threads;		/* 0: libfuse's default */
+	unsigned int readahead_kb;	/* 0: the kernel's default */
+	bool no_splice;
+	int image_fd;			/* the image's descriptor, ours */
+	char mnt_path[PATH_MAX];	/* absolute mount point */
 	bool user_fsname;		/* -o fsname= given */
 	char fuse_o[4096];		/* -o list handed to libfuse */
 };
@@ -52,10 +59,14 @@ static void mount_o_help(void)
 "  ro                         read-only (the default and only mode)\n"
 "  cache=none|default         decompressed-cluster cache (default: default)\n"
 "  threads=N                  at most N request threads (default 10)\n"
+"  readahead=KIB              kernel readahead window of the mount, KiB\n"
+"                             (default %u; 0 keeps the kernel's; root only)\n"
+"  nosplice                   copy raw file data instead of splicing it\n"
 "  allow_other                let other users see the mount\n"
 "  other FUSE mount options (allow_root, auto_unmount, fsname=...) are\n"
 "  passed to libfuse\n"
-"\nUnmount with 'kiln umount MOUNTPOINT', or send SIGTERM or SIGINT.\n");
+"\nUnmount with 'kiln umount MOUNTPOINT', or send SIGTERM or SIGINT.\n",
+	       KILN_FUSE_READAHEAD_KB);
 }
 
 /* Append ",@opt" (or "@opt") to the libfuse -o list. */
@@ -114,6 +125,30 @@ static int o_threads(struct mount_opts *o, const char *val)
 	return 0;
 }
 
+/* At most 1 GiB: the kernel caps the window well below that anyway. */
+#define MAX_READAHEAD_KB (1024u * 1024u)
+
+static int o_readahead(struct mount_opts *o, const char *val)
+{
+	char *end;
+	unsigned long n = strtoul(val, &end, 10);
+
+	if (!*val || *end || *val == '-' || n > MAX_READAHEAD_KB) {
+		cli_usage_error(&mount_spec, "readahead=%s: expected 0 to %u (KiB)",
+				val, MAX_READAHEAD_KB);
+		return -1;
+	}
+	o->readahead_kb = (unsigned int)n;
+	return 0;
+}
+
+static int o_nosplice(struct mount_opts *o, const char *val)
+{
+	(void)val;
+	o->no_splice = true;
+	return 0;
+}
+
 /* The -o options kiln handles itself; everything else goes to libfuse. */
 static const struct mount_o_opt {
 	const char *name;
@@ -124,6 +159,8 @@ static const struct mount_o_opt {
 	{ "rw",      false, o_rw },
 	{ "cache",   true,  o_cache },
 	{ "threads", true,  o_threads },
+	{ "readahead", true, o_readahead },
+	{ "nosplice", false, o_nosplice },
 };
 
 static int apply_o_one(struct mount_opts *o, char *opt)
@@ -220,11 +257,12 @@ static int add_fsname(struct mount_opts *o)
 	return fuse_o_add(o, opt);
 }
 
-static int check_mountpoint(const char *mp)
+static int check_mountpoint(struct mount_opts *o)
 {
+	const char *mp = o->mountpoint;
 	struct stat st;
 
-	if (stat(mp, &st)) {
+	if (stat(mp, &st) || !realpath(mp, o->mnt_path)) {
 		cli_error(mp, "cannot mount here: %s", strerror(errno));
 		return -1;
 	}
@@ -244,13 +282,21 @@ static int open_image(struct mount_opts *o, struct kiln_fuse_fs *fs)
 		.cache = o->cache,
 	};
 	struct kiln_image *img;
-	int err = kiln_image_open(&img, o->image, &io);
+	int fd = open(o->image, O_RDONLY | O_CLOEXEC), err;
 
+	err = fd < 0 ? -errno : kiln_image_open_fd(&img, fd, &io);
 	if (err) {
+		if (fd >= 0)
+			close(fd);
 		cli_error(o->image, "cannot open image: %s", kiln_strerror(err));
 		return -1;
 	}
 	kiln_fuse_fs_attach(fs, img);
+	/* the descriptor lives as long as the image: splice reads from it */
+	o->image_fd = fd;
+	fs->image_fd = o->no_splice ? -1 : fd;
+	fs->mnt_path = o->mnt_path;
+	fs->readahead_kb = o->readahead_kb;
 	return 0;
 }
 
@@ -313,15 +359,18 @@ out_signals:
 out_session:
 	fuse_session_destroy(se);
 out_image:
-	/* Files still open (a lazy unmount) keep the image; exit frees it. */
-	if (!atomic_load(&fs->open_files))
-		kiln_image_close(fs->img);
+	kiln_fuse_fs_detach(fs);
+	kiln_image_close(fs->img);
+	close(o->image_fd);
 	return ret;
 }
 
 int cmd_mount(int argc, char **argv)
 {
-	struct mount_opts o = { .cache = KILN_CACHE_DEFAULT };
+	struct mount_opts o = {
+		.cache = KILN_CACHE_DEFAULT,
+		.readahead_kb = KILN_FUSE_READAHEAD_KB,
+	};
 	struct kiln_fuse_fs fs;
 	int ret;
 
@@ -332,7 +381,7 @@ int cmd_mount(int argc, char **argv)
 	ret = parse_args(&o, argc, argv);
 	if (ret)
 		return ret > 0 ? 0 : 2;
-	if (add_fsname(&o) || check_mountpoint(o.mountpoint))
+	if (add_fsname(&o) || check_mountpoint(&o))
 		return 1;
 	if (kiln_fuse_fs_init(&fs, o.image, o.debug)) {
 		fprintf(stderr, "kiln mount: out of memory\n");

@@ -23,23 +23,19 @@
 /* Error lines logged before going quiet: a hostile image must not flood. */
 #define MAX_ERROR_LINES 100u
 
-/* Readers of one file handle that may keep a kiln_file for the next read. */
-#define IDLE_FILES 4
-
 #define EROFS_NAME_LEN 255
 
+/* Pieces of one spliced read reply (raw runs of the image). */
+#define SPLICE_SEGS 16
 /*
- * One open file. The kernel may send reads on one handle from several
- * threads at once and a kiln_file belongs to one thread at a time, so each
- * read borrows a kiln_file from the handle's idle list (opening another
- * when all are busy) and returns it afterwards.
+ * Smaller reads are copied from the map: libfuse would read them into a
+ * fresh buffer anyway (splicing less than two pages does not pay).
  */
-struct kiln_fuse_handle {
-	kiln_nid_t nid;
-	pthread_mutex_t lock;
-	unsigned int idle_count;
-	struct kiln_file *idle[IDLE_FILES];
-};
+#define SPLICE_MIN (32u * 1024u)
+/* Room libfuse wants in its pipe beyond the data: header, a page a piece. */
+#define SPLICE_PIPE_SLACK ((SPLICE_SEGS + 2) * 4096u + 4096u)
+
+#define KILN_FUSE_MIN(a, b) ((a) < (b) ? (a) : (b))
 
 /* The per-thread reply buffer: reads land here, then go to the kernel. */
 struct kiln_fuse_buf {
@@ -184,7 +180,10 @@ int kiln_fuse_fs_init(struct kiln_fuse_fs *fs, const char *image_name,
 	atomic_init(&fs->to_syslog, false);
 	atomic_init(&fs->serving, false);
 	atomic_init(&fs->errors_logged, 0);
-	atomic_init(&fs->open_files, 0);
+	atomic_init(&fs->no_open, false);
+	atomic_init(&fs->no_opendir, false);
+	fs->image_fd = -1;
+	pthread_mutex_init(&fs->files_lock, NULL);
 	return -pthread_key_create(&fs->buf_key, buf_free);
 }
 
@@ -194,8 +193,17 @@ void kiln_fuse_fs_attach(struct kiln_fuse_fs *fs, struct kiln_image *img)
 	fs->root_nid = kiln_image_root(img);
 }
 
+void kiln_fuse_fs_detach(struct kiln_fuse_fs *fs)
+{
+	for (unsigned int i = 0; i < KILN_FUSE_IDLE_FILES; i++) {
+		kiln_file_close(fs->idle[i].file);
+		fs->idle[i].file = NULL;
+	}
+}
+
 void kiln_fuse_fs_release(struct kiln_fuse_fs *fs)
 {
+	pthread_mutex_destroy(&fs->files_lock);
 	/* Worker threads free theirs on exit; -s runs requests here. */
 	free(pthread_getspecific(fs->buf_key));
 	pthread_setspecific(fs->buf_key, NULL);
@@ -242,9 +250,110 @@ static int stat_entry(struct kiln_fuse_fs *fs, kiln_nid_t nid,
 
 /* ---- handlers ---- */
 
+/* Undo mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape_mountinfo(char *s)
+{
+	char *d = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*d++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 |
+				      (s[3] - '0'));
+			s += 4;
+		} else {
+			*d++ = *s++;
+		}
+	}
+	*d = '\0';
+}
+
+/*
+ * "major:minor" of the FUSE mount at fs->mnt_path (the last one stacked
+ * there) into @dev, from /proc/self/mountinfo: stat() on the mount point
+ * would be a request to this very server. Returns 0 or -1.
+ */
+static int find_mount_dev(const struct kiln_fuse_fs *fs, char *dev,
+			  size_t cap)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t line_cap = 0;
+	int found = -1;
+
+	if (!f)
+		return -1;
+	while (getline(&line, &line_cap, f) > 0) {
+		char *save = NULL, *majmin, *mnt, *sep;
+
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT ... - FSTYPE SOURCE ... */
+		if (!strtok_r(line, " ", &save) || !strtok_r(NULL, " ", &save))
+			continue;
+		majmin = strtok_r(NULL, " ", &save);
+		if (!majmin || !strtok_r(NULL, " ", &save))
+			continue;
+		mnt = strtok_r(NULL, " ", &save);
+		sep = save ? strstr(save, " - fuse") : NULL;
+		if (!mnt || !sep || strlen(majmin) >= cap)
+			continue;
+		unescape_mountinfo(mnt);
+		if (strcmp(mnt, fs->mnt_path))
+			continue;
+		strcpy(dev, majmin);
+		found = 0;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/*
+ * The kernel reads ahead 128 KiB on a FUSE mount unless told otherwise
+ * through the mount's bdi in sysfs (root only), so a sequential stream
+ * arrives as 128 KiB requests. A larger window makes fewer, larger
+ * requests (up to max_pages each) and keeps several in flight.
+ */
+static void set_readahead(struct kiln_fuse_fs *fs)
+{
+	char dev[32], path[96];
+	FILE *f;
+
+	if (!fs->readahead_kb || !fs->mnt_path ||
+	    find_mount_dev(fs, dev, sizeof(dev))) {
+		if (fs->debug && fs->readahead_kb)
+			kiln_fuse_log(fs, LOG_DEBUG, "readahead: mount not found");
+		return;
+	}
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	f = fopen(path, "we");
+	if (f) {
+		fprintf(f, "%u\n", fs->readahead_kb);
+		if (fclose(f))
+			f = NULL;
+	}
+	if (!f && fs->debug)
+		kiln_fuse_log(fs, LOG_DEBUG, "readahead: %s: %s", path,
+			      strerror(errno));
+}
+
+/* Whether this process may grow a pipe to @size bytes (for splicing). */
+static bool pipe_holds(size_t size)
+{
+	int p[2];
+	bool ok;
+
+	if (pipe2(p, O_CLOEXEC))
+		return false;
+	ok = fcntl(p[0], F_SETPIPE_SZ, (int)size) >= (int)size;
+	close(p[0]);
+	close(p[1]);
+	return ok;
+}
+
 static void kf_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct kiln_fuse_fs *fs = userdata;
+
 	/* Readahead may overlap with other reads: the image is immutable. */
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
@@ -258,15 +367,44 @@ static void kf_init(void *userdata, struct fuse_conn_info *conn)
 	/* Nothing changes under the cache: never drop it on a getattr. */
 	conn->want &= ~(unsigned int)FUSE_CAP_AUTO_INVAL_DATA;
 	/*
-	 * No splice: replies come from a buffer we fill anyway, and
-	 * vmsplice-then-splice costs more than one writev for it.
+	 * Files and directories need no handle (reads find their kiln_file
+	 * by nid): answering the first open with ENOSYS tells a kernel that
+	 * knows this to stop sending open and release, two round trips per
+	 * file, and to keep the page cache as FOPEN_KEEP_CACHE would.
+	 */
+	atomic_store(&fs->no_open, !!(conn->capable & FUSE_CAP_NO_OPEN_SUPPORT));
+	atomic_store(&fs->no_opendir,
+		     !!(conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT));
+	/*
+	 * Raw runs of the image go out by splice (image -> pipe -> kernel,
+	 * one copy in the kernel); everything else is a buffer we fill
+	 * anyway, which one writev sends (fuse_reply_buf never splices).
 	 */
 	conn->want &= ~(unsigned int)(FUSE_CAP_SPLICE_WRITE |
 				      FUSE_CAP_SPLICE_MOVE |
 				      FUSE_CAP_SPLICE_READ);
-	/* max_write sizes max_pages, which bounds reads too: 1 MiB. */
+	if (fs->image_fd >= 0 && (conn->capable & FUSE_CAP_SPLICE_WRITE) &&
+	    pipe_holds(KILN_FUSE_SPLICE_IO + SPLICE_PIPE_SLACK)) {
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
+		fs->splice = true;
+	}
+	/*
+	 * max_write sizes max_pages, which bounds reads too: 1 MiB, or what
+	 * one pipe holds with the reply header when splicing (without
+	 * CAP_SYS_RESOURCE a pipe holds at most pipe-max-size, 1 MiB).
+	 */
 	if (conn->max_write > KILN_FUSE_MAX_IO)
 		conn->max_write = KILN_FUSE_MAX_IO;
+	if (fs->splice && conn->max_write > KILN_FUSE_SPLICE_IO)
+		conn->max_write = KILN_FUSE_SPLICE_IO;
+	/*
+	 * The kernel keeps the smaller of the bdi's window and this one, so
+	 * raise both: this before the reply, the bdi now.
+	 */
+	if (fs->readahead_kb) {
+		conn->max_readahead = fs->readahead_kb * 1024u;
+		set_readahead(fs);
+	}
 	/* More readahead requests in flight keep all workers busy. */
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
@@ -364,138 +502,219 @@ static void kf_readlink(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_readlink(req, buf);
 }
 
-static void handle_free(struct kiln_fuse_fs *fs, struct kiln_fuse_handle *h)
+/* ---- files ---- */
+
+/*
+ * A kiln_file belongs to one thread at a time, and the kernel may read
+ * one file from several threads at once, with or without having opened
+ * it. So each read borrows an idle kiln_file of its nid from a small
+ * shared set (opening one when none is idle) and gives it back after:
+ * its decoded-extent scratch and map hint then serve the next read.
+ */
+static struct kiln_file *files_take(struct kiln_fuse_fs *fs, kiln_nid_t nid,
+				    int *err)
 {
-	atomic_fetch_sub(&fs->open_files, 1);
-	for (unsigned int i = 0; i < h->idle_count; i++)
-		kiln_file_close(h->idle[i]);
-	pthread_mutex_destroy(&h->lock);
-	free(h);
+	struct kiln_file *file = NULL;
+
+	pthread_mutex_lock(&fs->files_lock);
+	for (unsigned int i = 0; i < KILN_FUSE_IDLE_FILES; i++) {
+		struct kiln_fuse_idle *slot = &fs->idle[i];
+
+		if (slot->file && slot->nid == nid) {
+			file = slot->file;
+			slot->file = NULL;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&fs->files_lock);
+	if (!file)
+		*err = kiln_file_open(fs->img, nid, &file);
+	return file;
+}
+
+/* Keep @file for the next read of @nid; the least recently used goes. */
+static void files_give(struct kiln_fuse_fs *fs, kiln_nid_t nid,
+		       struct kiln_file *file)
+{
+	struct kiln_fuse_idle *slot = NULL;
+
+	pthread_mutex_lock(&fs->files_lock);
+	for (unsigned int i = 0; i < KILN_FUSE_IDLE_FILES; i++) {
+		struct kiln_fuse_idle *s = &fs->idle[i];
+
+		if (!s->file) {
+			slot = s;
+			break;
+		}
+		if (!slot || s->used < slot->used)
+			slot = s;
+	}
+	if (slot->file) {
+		struct kiln_file *victim = slot->file;
+
+		slot->file = file;
+		file = victim;
+	} else {
+		slot->file = file;
+		file = NULL;
+	}
+	slot->nid = nid;
+	slot->used = ++fs->files_clock;
+	pthread_mutex_unlock(&fs->files_lock);
+	kiln_file_close(file);
 }
 
 static void kf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct kiln_fuse_fs *fs = req_fs(req);
 	kiln_nid_t nid = ino_to_nid(fs, ino);
-	struct kiln_fuse_handle *h;
 	struct kiln_file *file;
-	int err;
+	int err = 0;
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	h = calloc(1, sizeof(*h));
-	if (!h) {
-		fuse_reply_err(req, ENOMEM);
+	/* "opened, and stop asking": see kf_init() */
+	if (atomic_load_explicit(&fs->no_open, memory_order_relaxed)) {
+		fuse_reply_err(req, ENOSYS);
 		return;
 	}
-	err = kiln_file_open(fs->img, nid, &file);
-	if (err) {
-		free(h);
+	/* An older kernel: check the inode now, keep it for the reads. */
+	file = files_take(fs, nid, &err);
+	if (!file) {
 		reply_lib_err(req, "open", nid, err);
 		return;
 	}
-	atomic_fetch_add(&fs->open_files, 1);
-	h->nid = nid;
-	pthread_mutex_init(&h->lock, NULL);
-	h->idle[h->idle_count++] = file;
-	fi->fh = (uintptr_t)h;
+	files_give(fs, nid, file);
+	fi->fh = 0;
 	/* The image never changes: keep cached pages across opens. */
 	fi->keep_cache = 1;
 	fi->noflush = 1;
-	if (fuse_reply_open(req, fi))
-		handle_free(fs, h);	/* interrupted: no release will come */
+	fuse_reply_open(req, fi);
 }
 
-static struct kiln_file *handle_take(struct kiln_fuse_fs *fs,
-				     struct kiln_fuse_handle *h, int *err)
+/*
+ * Answer a read of [@off, @off + @size) whose bytes all lie raw in the
+ * image (in at most SPLICE_SEGS runs) by splicing them from the image:
+ * the kernel copies them once, from the image's page cache into the
+ * file's. Returns 1 when it replied, 0 when the read must be copied, or
+ * a negative errno.
+ */
+static int reply_spliced(fuse_req_t req, struct kiln_fuse_fs *fs,
+			 struct kiln_file *file, size_t size, uint64_t off)
 {
-	struct kiln_file *file = NULL;
+	union {
+		struct fuse_bufvec v;
+		char room[sizeof(struct fuse_bufvec) +
+			  (SPLICE_SEGS - 1) * sizeof(struct fuse_buf)];
+	} u;
+	struct fuse_bufvec *bv = &u.v;
+	uint64_t fsize = kiln_file_size(file), end, pos = off;
+	unsigned int n = 0;
+	int res;
 
-	pthread_mutex_lock(&h->lock);
-	if (h->idle_count)
-		file = h->idle[--h->idle_count];
-	pthread_mutex_unlock(&h->lock);
-	if (!file)
-		*err = kiln_file_open(fs->img, h->nid, &file);
-	return file;
-}
+	if (off >= fsize)
+		return 0;
+	end = off + KILN_FUSE_MIN(size, fsize - off);
+	while (pos < end) {
+		uint64_t img_off, len;
+		struct fuse_buf *b = &bv->buf[n ? n - 1 : 0];
 
-static void handle_give(struct kiln_fuse_handle *h, struct kiln_file *file)
-{
-	pthread_mutex_lock(&h->lock);
-	if (h->idle_count < IDLE_FILES) {
-		h->idle[h->idle_count++] = file;
-		file = NULL;
+		res = kiln_file_locate(file, pos, end - pos, &img_off, &len);
+		if (res <= 0)
+			return res;
+		if (!len)
+			return 0;	/* no progress: let pread say why */
+		if (n && (uint64_t)b->pos + b->size == img_off) {
+			b->size += (size_t)len;
+		} else {
+			if (n == SPLICE_SEGS || img_off > (uint64_t)INT64_MAX)
+				return 0;
+			b = &bv->buf[n++];
+			memset(b, 0, sizeof(*b));
+			b->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+			b->fd = fs->image_fd;
+			b->pos = (off_t)img_off;
+			b->size = (size_t)len;
+		}
+		pos += len;
 	}
-	pthread_mutex_unlock(&h->lock);
-	kiln_file_close(file);
+	bv->count = n;
+	bv->idx = 0;
+	bv->off = 0;
+	res = fuse_reply_data(req, bv, 0);
+	/* the request is answered (an error included) or gone either way */
+	if (res < 0 && res != -ENOENT && fs->debug)
+		kiln_fuse_log(fs, LOG_DEBUG, "read reply: %s", strerror(-res));
+	return 1;
 }
 
 static void kf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct kiln_fuse_fs *fs = req_fs(req);
-	struct kiln_fuse_handle *h = (struct kiln_fuse_handle *)(uintptr_t)fi->fh;
+	kiln_nid_t nid = ino_to_nid(fs, ino);
 	struct kiln_file *file;
 	char *buf;
 	ssize_t n;
 	int err = 0;
 
-	(void)ino;
+	(void)fi;
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	file = files_take(fs, nid, &err);
+	if (!file) {
+		reply_lib_err(req, "read", nid, err);
+		return;
+	}
+	if (fs->splice && size >= SPLICE_MIN) {
+		err = reply_spliced(req, fs, file, size, (uint64_t)off);
+		if (err) {
+			files_give(fs, nid, file);
+			if (err < 0)
+				reply_lib_err(req, "read", nid, err);
+			return;
+		}
+	}
 	buf = thread_buf(fs, size);
 	if (!buf) {
+		files_give(fs, nid, file);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	file = handle_take(fs, h, &err);
-	if (!file) {
-		reply_lib_err(req, "read", h->nid, err);
-		return;
-	}
 	n = kiln_file_pread(file, buf, size, (uint64_t)off);
-	handle_give(h, file);
+	files_give(fs, nid, file);
 	if (n < 0) {
 		char what[64];
 
 		snprintf(what, sizeof(what), "read of %zu bytes at %lld", size,
 			 (long long)off);
-		reply_lib_err(req, what, h->nid, (int)n);
+		reply_lib_err(req, what, nid, (int)n);
 		return;
 	}
 	fuse_reply_buf(req, buf, (size_t)n);
-}
-
-static void kf_release(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
-{
-	(void)ino;
-	handle_free(req_fs(req), (struct kiln_fuse_handle *)(uintptr_t)fi->fh);
-	fuse_reply_err(req, 0);
 }
 
 static void kf_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		     struct fuse_file_info *fi)
 {
 	struct kiln_fuse_fs *fs = req_fs(req);
-	struct kiln_fuse_handle *h = (struct kiln_fuse_handle *)(uintptr_t)fi->fh;
+	kiln_nid_t nid = ino_to_nid(fs, ino);
 	uint64_t data_off, data_end, size;
 	struct kiln_file *file;
 	int err = 0;
 
-	(void)ino;
+	(void)fi;
 	if (off < 0 || (whence != SEEK_DATA && whence != SEEK_HOLE)) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	file = handle_take(fs, h, &err);
+	file = files_take(fs, nid, &err);
 	if (!file) {
-		reply_lib_err(req, "lseek", h->nid, err);
+		reply_lib_err(req, "lseek", nid, err);
 		return;
 	}
 	size = kiln_file_size(file);
@@ -528,7 +747,7 @@ static void kf_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	}
 	data_off = data_end < size ? data_end : size;
 out:
-	handle_give(h, file);
+	files_give(fs, nid, file);
 	if (err == -EOPNOTSUPP) {
 		/* A layout without hole tracking: the kernel falls back to
 		 * "all data" for this and every later lseek. */
@@ -536,7 +755,7 @@ out:
 		return;
 	}
 	if (err) {
-		reply_lib_err(req, "lseek", h->nid, err);
+		reply_lib_err(req, "lseek", nid, err);
 		return;
 	}
 	fuse_reply_lseek(req, (off_t)data_off);
@@ -545,7 +764,14 @@ out:
 static void kf_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
+	struct kiln_fuse_fs *fs = req_fs(req);
+
 	(void)ino;
+	/* no handle needed; the kernel then caches listings by default */
+	if (atomic_load_explicit(&fs->no_opendir, memory_order_relaxed)) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	/* Listings never change: let the kernel cache them. */
 	fi->cache_readdir = 1;
 	fi->keep_cache = 1;
@@ -718,7 +944,6 @@ const struct fuse_lowlevel_ops kiln_fuse_ops = {
 	.readlink	= kf_readlink,
 	.open		= kf_open,
 	.read		= kf_read,
-	.release	= kf_release,
 	.lseek		= kf_lseek,
 	.opendir	= kf_opendir,
 	.readdir	= kf_readdir,

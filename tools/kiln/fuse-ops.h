@@ -26,9 +26,23 @@
 
 /* Largest read the kernel sends us (max_pages x 4 KiB); buffers start here. */
 #define KILN_FUSE_MAX_IO (1024u * 1024u)
+/* ... when raw data is spliced: a reply must fit one 1 MiB pipe. */
+#define KILN_FUSE_SPLICE_IO (512u * 1024u)
 
 /* Attribute, entry and negative-entry validity: the image never changes. */
 #define KILN_FUSE_TIMEOUT 86400.0
+
+/* Open files kept between reads, by nid (the kernel need not open them). */
+#define KILN_FUSE_IDLE_FILES 32
+
+/* Default readahead window of the mount, KiB: one request of max_pages. */
+#define KILN_FUSE_READAHEAD_KB 1024u
+
+struct kiln_fuse_idle {
+	kiln_nid_t nid;
+	struct kiln_file *file;		/* NULL: free slot */
+	uint64_t used;			/* files_clock at the last return */
+};
 
 struct kiln_fuse_fs {
 	struct kiln_image *img;
@@ -38,8 +52,16 @@ struct kiln_fuse_fs {
 	atomic_bool to_syslog;	/* set once the daemon has left the terminal */
 	atomic_bool serving;	/* the image is open and mounted */
 	atomic_uint errors_logged;
-	atomic_uint open_files;	/* handles the kernel has not released */
 	pthread_key_t buf_key;	/* per-thread struct kiln_fuse_buf */
+	int image_fd;		/* the image, for splicing raw data; -1: none */
+	bool splice;		/* send raw data with splice(2) */
+	const char *mnt_path;	/* absolute mount point, to find the mount */
+	unsigned int readahead_kb;	/* 0: keep the kernel's window */
+	atomic_bool no_open;	/* the kernel reads without FUSE_OPEN */
+	atomic_bool no_opendir;	/* ... and lists without FUSE_OPENDIR */
+	pthread_mutex_t files_lock;
+	uint64_t files_clock;
+	struct kiln_fuse_idle idle[KILN_FUSE_IDLE_FILES];
 };
 
 /*
@@ -49,6 +71,8 @@ struct kiln_fuse_fs {
 int kiln_fuse_fs_init(struct kiln_fuse_fs *fs, const char *image_name,
 		      bool debug);
 void kiln_fuse_fs_attach(struct kiln_fuse_fs *fs, struct kiln_image *img);
+/* Close the files kept open on the image; before kiln_image_close(). */
+void kiln_fuse_fs_detach(struct kiln_fuse_fs *fs);
 /* Release what init allocated; the image stays the caller's. */
 void kiln_fuse_fs_release(struct kiln_fuse_fs *fs);
 
