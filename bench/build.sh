@@ -23,12 +23,7 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-if [ ${#CORPORA[@]} = 0 ]; then
-	CORPORA=(/usr/share/doc /usr/lib/x86_64-linux-gnu)
-	for d in "$OUT"/corpus/linux-source-*/; do
-		[ -d "$d" ] && CORPORA+=("${d%/}")
-	done
-fi
+default_corpora 0
 [ -x "$KILN" ] || { echo "$0: no kiln at $KILN (set KILN=)" >&2; exit 1; }
 
 IMG=$OUT/build-images

@@ -25,15 +25,7 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-if [ ${#CORPORA[@]} -eq 0 ]; then
-	CORPORA=(/usr/share/doc)
-	if [ $QUICK = 0 ]; then
-		CORPORA+=(/usr/lib/x86_64-linux-gnu)
-		for d in "$OUT"/corpus/linux-source-*/; do
-			[ -d "$d" ] && CORPORA+=("${d%/}")
-		done
-	fi
-fi
+default_corpora $QUICK
 if [ $QUICK = 1 ]; then
 	SETTINGS=${SETTINGS:-lz4hc zstd3 lzma6}
 else

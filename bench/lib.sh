@@ -50,3 +50,18 @@ j = json.load(open(sys.argv[1]))["jobs"][0]["read"]
 print("%.0f %.1f" % (j["iops"], j["bw_bytes"] / 1048576.0))
 PY
 }
+
+# default_corpora QUICK: fill CORPORA, when no --corpus was given, with
+# /usr/share/doc, and unless QUICK is 1 also /usr/lib/x86_64-linux-gnu and
+# the Linux trees bench/prepare-corpus.sh unpacked.
+default_corpora() {
+	[ ${#CORPORA[@]} -eq 0 ] || return 0
+	CORPORA=(/usr/share/doc)
+	[ "$1" = 1 ] && return 0
+	CORPORA+=(/usr/lib/x86_64-linux-gnu)
+	local d
+	for d in "$OUT"/corpus/linux-source-*/; do
+		[ -d "$d" ] && CORPORA+=("${d%/}")
+	done
+	return 0
+}

@@ -35,15 +35,7 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-if [ ${#CORPORA[@]} -eq 0 ]; then
-	CORPORA=(/usr/share/doc)
-	if [ $QUICK = 0 ]; then
-		CORPORA+=(/usr/lib/x86_64-linux-gnu)
-		for d in "$OUT"/corpus/linux-source-*/; do
-			[ -d "$d" ] && CORPORA+=("${d%/}")
-		done
-	fi
-fi
+default_corpora $QUICK
 [ -x "$KILN" ] || { echo "no kiln at $KILN (build first or set KILN)" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "needs /usr/bin/time (package time)" >&2; exit 1; }
 

@@ -282,6 +282,16 @@ static int zr_scratch(struct kiln_zstate *zs, size_t len)
 	return 0;
 }
 
+/* The scratch now holds the first @len decoded bytes of extent @ext. */
+static void zr_scratch_keep(struct kiln_zstate *zs,
+			    const struct kiln_zext *ext, size_t len)
+{
+	zs->scratch_valid = true;
+	zs->scratch_la = ext->la;
+	zs->scratch_pa = ext->pa;
+	zs->scratch_len = len;
+}
+
 static int zr_compressed(struct kiln_file *file, struct kiln_zstate *zs,
 			 struct kiln_zctx *z, const struct kiln_zext *ext,
 			 uint8_t *buf, uint64_t within, size_t n, bool sequential)
@@ -325,10 +335,7 @@ static int zr_compressed(struct kiln_file *file, struct kiln_zstate *zs,
 		if (err)
 			return err;
 		memcpy(buf, zs->scratch + within, n);
-		zs->scratch_valid = true;
-		zs->scratch_la = ext->la;
-		zs->scratch_pa = ext->pa;
-		zs->scratch_len = (size_t)within + n;
+		zr_scratch_keep(zs, ext, (size_t)within + n);
 		return 0;
 	}
 	/* 6. decode all of it aside, keep it, copy the part asked for */
@@ -367,10 +374,7 @@ static int zr_compressed(struct kiln_file *file, struct kiln_zstate *zs,
 			return err;
 		memcpy(buf, zs->scratch + within, n);
 	}
-	zs->scratch_valid = true;
-	zs->scratch_la = ext->la;
-	zs->scratch_pa = ext->pa;
-	zs->scratch_len = llen;
+	zr_scratch_keep(zs, ext, llen);
 	return 0;
 }
 
