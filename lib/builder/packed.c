@@ -33,7 +33,7 @@
 /* Compressor output buffer each running segment holds (zpack.c). */
 #define PACKED_SCRATCH		(1ull << 20)
 /* Compressed segments kept in memory until the end; more: a temp file. */
-#define PACKED_SPOOL_MEM	((size_t)32 << 20)
+#define PACKED_SPOOL_MEM	((size_t)8 << 20)
 
 /* One segment: bytes [off, off + len) of the fragment buffer. */
 struct packed_item {

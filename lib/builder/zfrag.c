@@ -19,7 +19,7 @@
 #include "builder/zfrag.h"
 #include "util/checked.h"
 
-#define ZFRAG_MEM_DEFAULT	((size_t)64 << 20)
+#define ZFRAG_MEM_DEFAULT	((size_t)16 << 20)
 #define ZFRAG_CMP_CHUNK		((size_t)64 << 10)
 
 struct zfrag_entry {

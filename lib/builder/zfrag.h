@@ -16,7 +16,7 @@ struct kiln_zfrag;
 
 /*
  * An empty buffer that keeps up to @mem_limit bytes in memory (0: a
- * default of 64 MiB) and moves everything to an unlinked temporary file
+ * default of 16 MiB) and moves everything to an unlinked temporary file
  * in @tmpdir (NULL: $TMPDIR or /tmp) beyond that. 0 or -errno.
  */
 int kiln_zfrag_new(size_t mem_limit, const char *tmpdir,
