@@ -5,6 +5,7 @@ PYTHON ?= /usr/bin/python3
 MESON_OPTS ?=
 DEMO_SRC ?= /usr/share/doc
 DEMO_IMG ?= demo.erofs
+DEMO_OPTS ?= -z zstd
 
 .PHONY: all deps build demo check check-unit check-e2e check-asan bench clean
 
@@ -21,7 +22,7 @@ build: deps $(BUILD)/build.ninja
 
 # Build an image of a real tree, check it and print a summary.
 demo: build
-	$(BUILD)/tools/kiln/kiln build $(DEMO_SRC) $(DEMO_IMG)
+	$(BUILD)/tools/kiln/kiln build $(DEMO_OPTS) $(DEMO_SRC) $(DEMO_IMG)
 	$(BUILD)/tools/kiln/kiln fsck $(DEMO_IMG)
 	$(BUILD)/tools/kiln/kiln info $(DEMO_IMG)
 	$(BUILD)/tools/kiln/kiln ls $(DEMO_IMG) / | head -n 20
