@@ -20,19 +20,45 @@
 /* Read size of the second pass over a file stored uncompressed. */
 #define FLAT_READ_SIZE	(1u << 20)
 
+/*
+ * Room in the extent list: the one record inside the zfile, then arrays of
+ * 4, 8, 16 ... records, so the capacity follows from the count alone.
+ */
+static bool ext_full(const struct kiln_zfile *zf)
+{
+	if (zf->ext == &zf->ext1 || !zf->ext)
+		return zf->nr_ext >= 1;
+	return zf->nr_ext >= 4 && !(zf->nr_ext & (zf->nr_ext - 1));
+}
+
 int kiln_zfile_add(struct kiln_zfile *zf, const struct kiln_zext *e)
 {
-	if (zf->nr_ext == zf->cap_ext) {
-		size_t cap = zf->cap_ext ? zf->cap_ext * 2 : 16;
-		struct kiln_zext *n = realloc(zf->ext, cap * sizeof(*n));
+	if (!zf->ext)
+		zf->ext = &zf->ext1;
+	if (ext_full(zf)) {
+		const bool inner = zf->ext == &zf->ext1;
+		size_t cap = inner ? 4 : (size_t)zf->nr_ext * 2;
+		struct kiln_zext *n;
 
+		if (zf->nr_ext >= UINT32_MAX / 2)
+			return -EFBIG;
+		n = realloc(inner ? NULL : zf->ext, cap * sizeof(*n));
 		if (!n)
 			return -ENOMEM;
+		if (inner)
+			n[0] = zf->ext1;
 		zf->ext = n;
-		zf->cap_ext = cap;
 	}
 	zf->ext[zf->nr_ext++] = *e;
 	return 0;
+}
+
+void kiln_zfile_release_ext(struct kiln_zfile *zf)
+{
+	if (zf->ext != &zf->ext1)
+		free(zf->ext);
+	zf->ext = NULL;
+	zf->nr_ext = 0;
 }
 
 int kiln_zfile_compress(struct kiln_zctx *zc, kiln_src_read_fn read,
@@ -347,7 +373,7 @@ void kiln_zfile_free(struct kiln_zfile *zf)
 {
 	if (!zf)
 		return;
-	free(zf->ext);
+	kiln_zfile_release_ext(zf);
 	free(zf->idata);
 	free(zf->held);
 	free(zf->frag);

@@ -21,12 +21,21 @@
 
 #define ZFRAG_MEM_DEFAULT	((size_t)16 << 20)
 #define ZFRAG_CMP_CHUNK		((size_t)64 << 10)
+/* Entries per chunk of the index (a power of two). */
+#define ZFRAG_CHUNK_BITS	10u
+#define ZFRAG_CHUNK		(1u << ZFRAG_CHUNK_BITS)
 
+/*
+ * One stored fragment. Nearly every compressed file leaves one, so the
+ * index costs about 28 bytes a distinct fragment: entries sit in chunks
+ * of ZFRAG_CHUNK (no allocation each, no copy when the table grows) and
+ * link by number. Entry n is index n - 1; 0 ends a chain.
+ */
 struct zfrag_entry {
-	struct zfrag_entry *next;
 	uint64_t hash;
 	uint64_t off;
-	size_t len;
+	uint32_t len;
+	uint32_t next;
 };
 
 struct kiln_zfrag {
@@ -43,8 +52,10 @@ struct kiln_zfrag {
 	uint64_t saved;			/* bytes dedupe did not store */
 	char *tmpdir;
 
-	struct zfrag_entry **bucket;
+	uint32_t *bucket;		/* entry numbers, 0: empty */
 	size_t nr_buckets, count;	/* nr_buckets: a power of two */
+	struct zfrag_entry **chunk;	/* entry i: chunk[i / ZFRAG_CHUNK] */
+	size_t nr_chunks;
 	uint8_t *cmp;			/* compare buffer (spilled) */
 };
 
@@ -76,14 +87,9 @@ void kiln_zfrag_free(struct kiln_zfrag *fr)
 {
 	if (!fr)
 		return;
-	for (size_t i = 0; fr->bucket && i < fr->nr_buckets; i++) {
-		struct zfrag_entry *e = fr->bucket[i], *n;
-
-		for (; e; e = n) {
-			n = e->next;
-			free(e);
-		}
-	}
+	for (size_t i = 0; i < fr->nr_chunks; i++)
+		free(fr->chunk[i]);
+	free(fr->chunk);
 	if (fr->fd >= 0)
 		close(fr->fd);
 	free(fr->bucket);
@@ -254,25 +260,54 @@ static int zfrag_same(struct kiln_zfrag *fr, uint64_t off, const uint8_t *data,
 	return 1;
 }
 
+/* Entry number @n (1 for the first). */
+static struct zfrag_entry *zfrag_entry(const struct kiln_zfrag *fr,
+				       uint32_t n)
+{
+	const uint32_t i = n - 1;
+
+	return &fr->chunk[i >> ZFRAG_CHUNK_BITS][i & (ZFRAG_CHUNK - 1)];
+}
+
+/* Twice the buckets: relink every entry (chain order does not matter). */
 static int zfrag_grow(struct kiln_zfrag *fr)
 {
 	size_t n = fr->nr_buckets * 2;
-	struct zfrag_entry **b = calloc(n, sizeof(*b));
+	uint32_t *b = calloc(n, sizeof(*b));
 
 	if (!b)
 		return -ENOMEM;
-	for (size_t i = 0; i < fr->nr_buckets; i++) {
-		struct zfrag_entry *e = fr->bucket[i], *next;
+	for (size_t i = 1; i <= fr->count; i++) {
+		struct zfrag_entry *e = zfrag_entry(fr, (uint32_t)i);
+		uint32_t *head = &b[e->hash & (n - 1)];
 
-		for (; e; e = next) {
-			next = e->next;
-			e->next = b[e->hash & (n - 1)];
-			b[e->hash & (n - 1)] = e;
-		}
+		e->next = *head;
+		*head = (uint32_t)i;
 	}
 	free(fr->bucket);
 	fr->bucket = b;
 	fr->nr_buckets = n;
+	return 0;
+}
+
+/* Room for one more entry: a new chunk every ZFRAG_CHUNK entries. */
+static int zfrag_reserve(struct kiln_zfrag *fr)
+{
+	size_t need = fr->count / ZFRAG_CHUNK + 1;
+	struct zfrag_entry **v;
+
+	if (fr->count >= UINT32_MAX - 1)
+		return -EFBIG;
+	if (need <= fr->nr_chunks)
+		return 0;
+	v = realloc(fr->chunk, need * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	fr->chunk = v;
+	v[fr->nr_chunks] = malloc(ZFRAG_CHUNK * sizeof(**v));
+	if (!v[fr->nr_chunks])
+		return -ENOMEM;
+	fr->nr_chunks++;
 	return 0;
 }
 
@@ -281,13 +316,15 @@ int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
 {
 	uint64_t h;
 	struct zfrag_entry *e;
+	uint32_t n;
 	int err;
 
 	if (!len)
 		return -EINVAL;
 	h = XXH3_64bits(data, len);
 	/* 1. an identical fragment is already stored: share it */
-	for (e = fr->bucket[h & (fr->nr_buckets - 1)]; e; e = e->next) {
+	for (n = fr->bucket[h & (fr->nr_buckets - 1)]; n; n = e->next) {
+		e = zfrag_entry(fr, n);
 		if (e->hash != h || e->len != len)
 			continue;
 		err = zfrag_same(fr, e->off, data, len);
@@ -299,26 +336,28 @@ int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
 			return 0;
 		}
 	}
-	/* 2. append and remember it */
-	if (fr->count >= fr->nr_buckets) {
-		err = zfrag_grow(fr);
+	/* 2. append and remember it (a blob of 4 GiB and more: only append) */
+	if (len <= UINT32_MAX) {
+		err = fr->count >= fr->nr_buckets ? zfrag_grow(fr) : 0;
+		if (!err)
+			err = zfrag_reserve(fr);
 		if (err)
 			return err;
 	}
-	e = malloc(sizeof(*e));
-	if (!e)
-		return -ENOMEM;
 	err = zfrag_append(fr, data, len);
-	if (err) {
-		free(e);
+	if (err)
 		return err;
+	if (len <= UINT32_MAX) {
+		uint32_t *head = &fr->bucket[h & (fr->nr_buckets - 1)];
+
+		fr->count++;
+		e = zfrag_entry(fr, (uint32_t)fr->count);
+		e->hash = h;
+		e->off = fr->size;
+		e->len = (uint32_t)len;
+		e->next = *head;
+		*head = (uint32_t)fr->count;
 	}
-	e->hash = h;
-	e->off = fr->size;
-	e->len = len;
-	e->next = fr->bucket[h & (fr->nr_buckets - 1)];
-	fr->bucket[h & (fr->nr_buckets - 1)] = e;
-	fr->count++;
 	*off = fr->size;
 	pthread_mutex_lock(&fr->lock);
 	fr->size += len;

@@ -52,37 +52,55 @@ enum kiln_zmap_kind {
 	KILN_ZMAP_FRAGMENT,	/* whole file in the packed inode */
 };
 
+/*
+ * One compressed file. Every file with fragments keeps this until the
+ * metadata is written, so it is small: the extent list of a file with a
+ * single extent (a small file in the packed inode, a one-pcluster file)
+ * lives in ext1 without an allocation of its own and shares its room
+ * with the hashes only flat files (no extents) carry; the other fields
+ * are packed. Never copy one: ext may point into it.
+ */
 struct kiln_zfile {
 	uint64_t size;			/* i_size */
-	unsigned int blkszbits;
-	unsigned int lclusterbits;	/* lcluster or fixed extent length */
-	enum kiln_zmap_kind kind;
-	bool big;			/* BIG_PCLUSTER_1 and _2 */
-	uint8_t alg;			/* on-disk algorithm of HEAD1 */
-	unsigned int recsz;		/* extent records: 4, 8, 16 or 32 */
 	uint64_t blocks;		/* i_u: blocks of pclusters */
+	uint64_t fragoff;		/* fragment: offset in the packed inode */
+	uint64_t seg_off;		/* a part: file offset of its byte 0 */
 
-	struct kiln_zext *ext;		/* sorted by lstart */
-	size_t nr_ext, cap_ext;
-
-	uint8_t *idata;			/* inline pcluster (ztailpacking) */
-	uint32_t idata_size;
-	uint64_t fragoff;		/* KILN_ZMAP_FRAGMENT */
-	uint8_t *held;			/* pclusters not yet in the image */
-	size_t held_len;		/* (pstart relative to held[0]) */
-	uint8_t *frag;			/* tail for the packed inode, until */
-	uint32_t frag_len;		/* commit gives it fragoff */
-
+	/*
+	 * Sorted by lstart: &ext1 while there is at most one extent, then
+	 * an array of 4, 8, 16 ... records (kiln_zfile_add()).
+	 */
+	struct kiln_zext *ext;
 	struct kiln_zctx *zc;		/* for kiln_zfile_drop_inline() */
+	uint8_t *idata;			/* inline pcluster (ztailpacking) */
+	uint8_t *held;			/* pclusters not yet in the image */
+	uint8_t *frag;			/* tail for the packed inode, until */
+	size_t held_len;		/* (pstart relative to held[0]) */
+	uint32_t nr_ext;
+	uint32_t frag_len;		/* commit gives it fragoff */
+	uint16_t idata_size;		/* less than a block */
+	uint8_t blkszbits;
+	uint8_t lclusterbits;		/* lcluster or fixed extent length */
+	uint8_t alg;			/* on-disk algorithm of HEAD1 */
+	uint8_t recsz;			/* extent records: 4, 8, 16 or 32 */
+	uint8_t seg;			/* enum kiln_zseg_flags (zseg.c) */
+	unsigned int kind : 2;		/* enum kiln_zmap_kind */
+	bool big : 1;			/* BIG_PCLUSTER_1 and _2 */
 	/*
 	 * A file handed back to be stored uncompressed, with dedupe on: the
 	 * hashes of its whole blocks and of all of it (no extents, no map).
 	 */
-	bool flat;
-	uint64_t flat_hash_blocks, flat_hash_all;
-	unsigned int seg;		/* enum kiln_zseg_flags (zseg.c) */
-	uint64_t seg_off;		/* a part: file offset of its byte 0 */
+	bool flat : 1;
+	union {
+		struct kiln_zext ext1;	/* the only extent */
+		struct {		/* flat */
+			uint64_t flat_hash_blocks, flat_hash_all;
+		};
+	};
 };
+/* Header and one extent in one 144-byte malloc chunk (glibc, 64-bit). */
+_Static_assert(sizeof(void *) != 8 || sizeof(struct kiln_zfile) <= 136,
+	       "struct kiln_zfile grew past its per-file budget");
 
 /* A file compressed in segments (zseg.c): where this part sits. */
 /*
@@ -164,6 +182,8 @@ struct kiln_zctx *kiln_zctx_for_path(struct kiln_zctx *zc, const char *rel);
 
 /* zfile.c: extent list */
 int kiln_zfile_add(struct kiln_zfile *zf, const struct kiln_zext *e);
+/* Free the extent list and empty it (zf itself stays). */
+void kiln_zfile_release_ext(struct kiln_zfile *zf);
 /* Dedupe keys of the held pclusters (the compressing thread). */
 void kiln_zfile_hash_held(struct kiln_zfile *zf);
 /*

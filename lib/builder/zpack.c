@@ -319,11 +319,14 @@ static int set_inline(struct zpack *z, uint64_t pos, uint32_t llen,
 {
 	struct kiln_zfile *zf = z->zf;
 
+	/* inline_cap() keeps it below a block, so below 64 KiB */
+	if (plen > UINT16_MAX)
+		return -EINVAL;
 	zf->idata = malloc(plen);
 	if (!zf->idata)
 		return -ENOMEM;
 	memcpy(zf->idata, data, plen);
-	zf->idata_size = plen;
+	zf->idata_size = (uint16_t)plen;
 	return add_extent(z, pos, llen, 0, plen, fmt, KILN_ZEXT_INLINE);
 }
 

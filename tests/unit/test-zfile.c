@@ -573,6 +573,41 @@ TEST(bad_sizes_are_refused)
 	CHECK(zc == NULL);
 }
 
+/*
+ * The extent list starts inside the zfile and moves to arrays of 4, 8,
+ * 16 ... records as it grows; every record survives each move.
+ */
+TEST(extent_list_grows_from_its_inline_record)
+{
+	struct kiln_zfile *zf = calloc(1, sizeof(*zf));
+
+	CHECK(zf != NULL);
+	for (uint32_t n = 0; n < 300; n++) {
+		struct kiln_zext e = { .lstart = (uint64_t)n * 4096,
+				       .pstart = 1000000 + n, .llen = 4096,
+				       .plen = n, .fmt = (uint8_t)(n & 3),
+				       .flags = (uint8_t)(n & 1) };
+
+		CHECK_EQ(kiln_zfile_add(zf, &e), 0);
+		CHECK_EQ(zf->nr_ext, n + 1);
+		/* one extent: no allocation of its own */
+		if (!n)
+			CHECK(zf->ext == &zf->ext1);
+	}
+	CHECK(zf->ext != &zf->ext1);
+	for (uint32_t n = 0; n < 300; n++) {
+		CHECK_EQ(zf->ext[n].lstart, (uint64_t)n * 4096);
+		CHECK_EQ(zf->ext[n].pstart, 1000000 + n);
+		CHECK_EQ(zf->ext[n].plen, n);
+		CHECK_EQ(zf->ext[n].fmt, n & 3);
+		CHECK_EQ(zf->ext[n].flags, n & 1);
+	}
+	kiln_zfile_release_ext(zf);
+	CHECK_EQ(zf->nr_ext, 0);
+	CHECK(zf->ext == NULL);
+	kiln_zfile_free(zf);
+}
+
 TAP_MAIN(TAP_ENTRY(classic_one_block_pclusters_roundtrip_every_codec),
 	 TAP_ENTRY(classic_big_pclusters_roundtrip_every_codec),
 	 TAP_ENTRY(ztailpacking_inlines_a_small_last_pcluster),
@@ -584,4 +619,5 @@ TAP_MAIN(TAP_ENTRY(classic_one_block_pclusters_roundtrip_every_codec),
 	 TAP_ENTRY(dedupe_shares_identical_pclusters_across_files),
 	 TAP_ENTRY(extents_dedupe_shares_at_any_byte_and_repacks_the_rest),
 	 TAP_ENTRY(features_and_config_records_follow_what_was_written),
-	 TAP_ENTRY(bad_sizes_are_refused))
+	 TAP_ENTRY(bad_sizes_are_refused),
+	 TAP_ENTRY(extent_list_grows_from_its_inline_record))

@@ -382,7 +382,7 @@ TEST(fragment_offsets_past_4gib_use_full_indexes)
 	/* record 2 (the tail's head, from byte 80 + 16): HEAD1, block 5 */
 	CHECK_EQ(map[32] & 3, 1);
 	CHECK_EQ(map[36], 5);
-	free(zf.ext);
+	kiln_zfile_release_ext(&zf);
 }
 
 TAP_MAIN(TAP_ENTRY(fragment_offsets_past_4gib_use_full_indexes),

@@ -325,8 +325,7 @@ static void check_roundtrip(struct kiln_zfile *zf, uint64_t meta_end,
 	}
 out:
 	free(buf);
-	free(zf->ext);
-	zf->ext = NULL;
+	kiln_zfile_release_ext(zf);
 }
 
 /* A file of n extents, each of @llen bytes, 1-block pclusters from blk. */
@@ -415,7 +414,7 @@ TEST(eof_sentinel_ends_last_extent_inside_last_lcluster)
 	r = load(&d, 1);
 	CHECK_EQ(r.type, Z_EROFS_LCLUSTER_TYPE_NONHEAD);
 	CHECK_EQ(r.delta0, 1);
-	free(zf.ext);
+	kiln_zfile_release_ext(&zf);
 }
 
 TEST(inline_tail_follows_index_and_never_crosses_a_block)
@@ -472,7 +471,7 @@ TEST(inline_tail_follows_index_and_never_crosses_a_block)
 	}
 	CHECK(crossed > 0);
 	CHECK(fitted > 0);
-	free(zf.ext);
+	kiln_zfile_release_ext(&zf);
 }
 
 static void extents_case(unsigned int recsz_want, int gap)
@@ -539,7 +538,7 @@ static void extents_case(unsigned int recsz_want, int gap)
 		}
 		CHECK_EQ((uint64_t)(t - buf), len);
 	}
-	free(zf.ext);
+	kiln_zfile_release_ext(&zf);
 }
 
 TEST(uniform_contiguous_extents_use_4_byte_records)
@@ -561,7 +560,7 @@ TEST(lcluster_zero_must_hold_the_first_extent)
 	zf_add(&zf, 100, 8900, 3, 1, 0);
 	zf.kind = KILN_ZMAP_FULL;
 	CHECK_EQ(kiln_zindex_encode(&zf, 1024, buf, sizeof(buf)), -EINVAL);
-	free(zf.ext);
+	kiln_zfile_release_ext(&zf);
 }
 
 TEST(two_extents_starting_in_one_lcluster_are_refused)
@@ -574,7 +573,7 @@ TEST(two_extents_starting_in_one_lcluster_are_refused)
 	zf_add(&zf, 100, 8900, 4, 1, 0);
 	kiln_zindex_choose(&zf);
 	CHECK_EQ(kiln_zindex_encode(&zf, 1024, buf, sizeof(buf)), -EINVAL);
-	free(zf.ext);
+	kiln_zfile_release_ext(&zf);
 }
 
 TAP_MAIN(TAP_ENTRY(compact_single_block_pclusters_map_back_at_every_alignment),
