@@ -513,13 +513,14 @@ static int data_buffers(struct kiln_build *b)
 	return b->iobuf ? 0 : -ENOMEM;
 }
 
-int kiln_data_write_stream(struct kiln_build *b, struct kiln_node *n,
-			   const char *path, kiln_src_read_fn read, void *ctx,
-			   const struct kiln_data_extent *ext, size_t nr)
+/*
+ * kiln_data_write_stream() (@compress: try the node's compression first)
+ * and kiln_data_write_stream_raw() (@flat: dedupe hashes, or NULL).
+ */
+static int write_stream(struct kiln_build *b, struct kiln_node *n,
+			struct src_file *src, const struct kiln_data_extent *ext,
+			size_t nr, bool compress, struct kiln_zfile *flat)
 {
-	struct src_file src = {
-		.b = b, .path = path, .fd = -1, .read = read, .read_ctx = ctx,
-	};
 	int err = data_buffers(b);
 
 	if (err)
@@ -529,10 +530,10 @@ int kiln_data_write_stream(struct kiln_build *b, struct kiln_node *n,
 	b->stats.input_bytes += n->size;
 	if (!n->size)
 		return 0;
-	if (kiln_node_zctx(b, n)) {
+	if (compress && kiln_node_zctx(b, n)) {
 		/* the inline tail is checked once the inode's shape is known */
-		err = kiln_zfile_write(kiln_node_zctx(b, n), b->out, read, ctx,
-				       n->size, &n->zf);
+		err = kiln_zfile_write(kiln_node_zctx(b, n), b->out, src->read,
+				       src->read_ctx, n->size, &n->zf);
 		if (err <= 0) {
 			if (!err)
 				n->datalayout = (uint8_t)kiln_zfile_datalayout(n->zf);
@@ -549,8 +550,31 @@ int kiln_data_write_stream(struct kiln_build *b, struct kiln_node *n,
 	if ((n->flags & KILN_NODE_SPARSE) && n->size >= b->blksz &&
 	    !(nr == 1 && ext[0].start < b->blksz &&
 	      ext[0].end + b->blksz > n->size))
-		return write_chunked(b, n, &src, ext, nr);
-	return write_flat(b, n, &src, NULL);
+		return write_chunked(b, n, src, ext, nr);
+	return write_flat(b, n, src, flat);
+}
+
+int kiln_data_write_stream(struct kiln_build *b, struct kiln_node *n,
+			   const char *path, kiln_src_read_fn read, void *ctx,
+			   const struct kiln_data_extent *ext, size_t nr)
+{
+	struct src_file src = {
+		.b = b, .path = path, .fd = -1, .read = read, .read_ctx = ctx,
+	};
+
+	return write_stream(b, n, &src, ext, nr, true, NULL);
+}
+
+int kiln_data_write_stream_raw(struct kiln_build *b, struct kiln_node *n,
+			       const char *path, kiln_src_read_fn read,
+			       void *ctx, const struct kiln_data_extent *ext,
+			       size_t nr, struct kiln_zfile *flat)
+{
+	struct src_file src = {
+		.b = b, .path = path, .fd = -1, .read = read, .read_ctx = ctx,
+	};
+
+	return write_stream(b, n, &src, ext, nr, false, flat);
 }
 
 /* A streamed file whose map cannot go anywhere keeps no inline tail. */

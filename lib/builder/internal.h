@@ -295,6 +295,16 @@ size_t kiln_build_max_items(struct kiln_build *b);
 int kiln_data_write_stream(struct kiln_build *b, struct kiln_node *n,
 			   const char *path, kiln_src_read_fn read, void *ctx,
 			   const struct kiln_data_extent *ext, size_t nr);
+/*
+ * The same for data known not worth compressing (no attempt is made):
+ * stored as it is. @flat: the data's dedupe hashes (kiln_zfile_flat_new(),
+ * with which @read may also be called again from offset 0 to confirm a
+ * copy already in the image), or NULL; the caller frees it.
+ */
+int kiln_data_write_stream_raw(struct kiln_build *b, struct kiln_node *n,
+			       const char *path, kiln_src_read_fn read,
+			       void *ctx, const struct kiln_data_extent *ext,
+			       size_t nr, struct kiln_zfile *flat);
 /* Bytes of inline tail data of @n kept in the tail arena. */
 const uint8_t *kiln_data_tail(const struct kiln_build *b,
 			      const struct kiln_node *n);

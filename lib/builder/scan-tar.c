@@ -4,13 +4,15 @@
  * knows) in one pass into the in-memory tree, writing each regular file's
  * data to the image in stream order: members up to TAR_ITEM_MAX are read
  * into memory and compressed by the build's workers while the stream is
- * read on, bigger ones are compressed as they stream by. Entries follow
- * extraction semantics: later ones replace earlier ones, missing parents
- * are implied.
+ * read on, bigger ones to compress are read a segment at a time and their
+ * segments compressed by the workers as a directory build's are, and
+ * bigger ones to store as they are stream by. Entries follow extraction
+ * semantics: later ones replace earlier ones, missing parents are implied.
  */
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,11 +20,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "builder/internal.h"
 #include "builder/jobs.h"
+#include "builder/output.h"
 #include "builder/tar-data.h"
+#include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 
@@ -31,11 +36,15 @@
 /*
  * Members up to this size are one pipeline item each: held in memory,
  * compressed by a worker, placed by the reading thread in stream order.
- * A constant, so every -j makes the same choice (and the same bytes).
+ * Bigger members to compress are one item per segment of this size, cut
+ * where a directory build cuts the same file (pipeline.c). A constant, so
+ * every -j makes the same choice (and the same bytes).
  */
-#define TAR_ITEM_MAX	(8ull << 20)
+#define TAR_ITEM_MAX	KILN_ZSEG_SIZE
 /* Compressor output buffer each running item holds (zpack.c). */
 #define TAR_ITEM_SCRATCH (1ull << 20)
+/* Bytes per copy of a big member's rest into a temporary file. */
+#define TAR_SPILL_CHUNK	(1u << 20)
 
 /* (directory, name) -> index of the name in the directory's children */
 struct name_slot {
@@ -56,13 +65,45 @@ struct tar {
 	bool warned_acl;
 	struct kiln_jobs *jobs;		/* members compressed by workers */
 	bool failed;			/* a failure has been logged */
+	/*
+	 * Lengths of the uncompressed data recorded for dedupe so far (and
+	 * whole blocks of it): a big member stored as it is hashes its data
+	 * before placing it only when an earlier copy of one of its lengths
+	 * may be in the image. A set: open addressing, 0 free, power of two.
+	 */
+	uint64_t *flat_lens;
+	size_t nr_flat_lens, cap_flat_lens;
 };
 
-/* One member's data, read ahead of its place in the image. */
+/*
+ * A member bigger than a segment, to compress: the reading thread reads
+ * it a segment at a time into memory and hands each segment to the
+ * workers; the segments' items share this. Items are committed and
+ * released on the reading thread too, so no lock: workers never touch it.
+ */
+struct tar_big {
+	struct kiln_node *n;
+	struct kiln_tar_data d;		/* the member's bytes, while reading */
+	bool reading;			/* d is open: the reader is on it */
+	bool broken;			/* the reader failed (and said why) */
+	struct kiln_data_extent *ext;	/* sparse map */
+	size_t nr;
+	char *label;			/* "<archive>: <entry>" */
+	uint8_t **buf;			/* segment k's bytes, until released */
+	uint64_t held;			/* bytes [0, held) went to buf[] */
+	struct kiln_zfile *whole;	/* the committed segments, joined */
+	bool placed;			/* the data is in the image */
+	int spill;			/* bytes [held, size) when stored raw, or -1 */
+	unsigned int refs;		/* the reader and the items */
+};
+
+/* One member's data (or one segment of it), read ahead of its place. */
 struct tar_item {
 	struct kiln_node *n;
-	uint8_t *data;			/* n->size bytes, holes as zeros */
-	struct kiln_data_extent *ext;	/* sparse map */
+	uint8_t *data;			/* bytes [off, off + len), holes zeros */
+	uint64_t off, len;
+	struct tar_big *big;		/* a segment of that member, or NULL */
+	struct kiln_data_extent *ext;	/* sparse map (not for segments) */
 	size_t nr;
 	char *label;			/* "<archive>: <entry>" */
 	struct kiln_zctx *zc;		/* NULL: store as it is */
@@ -517,13 +558,15 @@ static int sparse_map(struct tar *t, struct kiln_node *n,
 
 /* ---- file data in parallel: one pipeline item per member ---- */
 
+/* The item's bytes, at their offsets in the member. */
 static int item_read(void *ctx, void *buf, size_t len, uint64_t off)
 {
 	struct tar_item *it = ctx;
 
-	if (off > it->n->size || len > it->n->size - off)
+	if (off < it->off || off - it->off > it->len ||
+	    len > it->len - (off - it->off))
 		return -EIO;
-	memcpy(buf, it->data + off, len);
+	memcpy(buf, it->data + (off - it->off), len);
 	return 0;
 }
 
@@ -536,17 +579,353 @@ static int item_process(void *ctx, void *item, unsigned int worker)
 	(void)worker;
 	if (!it->zc || !it->n->size)
 		return 0;
-	err = kiln_zfile_compress(it->zc, item_read, it, it->n->size, &it->zf);
+	if (it->big)
+		/* a segment of a big member, as pipeline.c compresses one */
+		err = kiln_zfile_compress_segment(it->zc, item_read, it,
+						  it->off, it->len, it->n->size,
+						  KILN_ZSEG_STREAM, &it->zf);
+	else
+		err = kiln_zfile_compress(it->zc, item_read, it, it->n->size,
+					  &it->zf);
 	if (err == 1) {
-		/* with dedupe, the hashes of a raw file: not used here */
-		kiln_zfile_free(it->zf);
-		it->zf = NULL;
+		/* with dedupe, it->zf: the hashes of the data to store raw */
 		it->raw = true;
 		err = 0;
 	}
 	if (err)
 		it->err = err;
 	return err;
+}
+
+/* ---- uncompressed data and dedupe ---- */
+
+/* The slot of @len in @set (@cap slots), or the free one it would take. */
+static size_t flat_len_slot(const uint64_t *set, size_t cap, uint64_t len)
+{
+	size_t i = (size_t)XXH3_64bits(&len, sizeof(len)) & (cap - 1);
+
+	while (set[i] && set[i] != len)
+		i = (i + 1) & (cap - 1);
+	return i;
+}
+
+static bool flat_len_known(const struct tar *t, uint64_t len)
+{
+	return len && t->cap_flat_lens &&
+	       t->flat_lens[flat_len_slot(t->flat_lens, t->cap_flat_lens,
+					  len)] == len;
+}
+
+static int flat_len_add(struct tar *t, uint64_t len)
+{
+	if (!len || flat_len_known(t, len))
+		return 0;
+	if ((t->nr_flat_lens + 1) * 2 > t->cap_flat_lens) {
+		size_t cap = t->cap_flat_lens ? 2 * t->cap_flat_lens : 64;
+		uint64_t *v = calloc(cap, sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		for (size_t i = 0; i < t->cap_flat_lens; i++)
+			if (t->flat_lens[i])
+				v[flat_len_slot(v, cap, t->flat_lens[i])] =
+					t->flat_lens[i];
+		free(t->flat_lens);
+		t->flat_lens = v;
+		t->cap_flat_lens = cap;
+	}
+	t->flat_lens[flat_len_slot(t->flat_lens, t->cap_flat_lens, len)] = len;
+	t->nr_flat_lens++;
+	return 0;
+}
+
+/*
+ * After @n was stored as it is with dedupe on: the lengths it may have
+ * recorded (write_flat() in data.c records its whole blocks and the
+ * bytes before an inline tail, or all of it).
+ */
+static int flat_note(struct tar *t, const struct kiln_node *n)
+{
+	uint64_t blocks = n->size >> t->b->blkszbits << t->b->blkszbits;
+	int err = flat_len_add(t, blocks);
+
+	return err ? err : flat_len_add(t, n->size);
+}
+
+/* Whether a file of @size could find an earlier copy (write_flat()). */
+static bool flat_may_match(const struct tar *t, uint64_t size)
+{
+	uint64_t blocks = size >> t->b->blkszbits << t->b->blkszbits;
+
+	return flat_len_known(t, size) || flat_len_known(t, blocks);
+}
+
+/* @n's stored bytes, read back: blocks from startblk, then the tail. */
+struct flat_back {
+	struct kiln_build *b;
+	const struct kiln_node *n;
+	uint64_t len;			/* bytes in blocks */
+};
+
+static int flat_back_read(void *ctx, void *buf, size_t len, uint64_t off)
+{
+	struct flat_back *fb = ctx;
+	uint8_t *p = buf;
+
+	if (off < fb->len) {
+		size_t k = (size_t)KILN_MIN((uint64_t)len, fb->len - off);
+		int err = kiln_out_pread(fb->b->out, p, k,
+					 ((uint64_t)fb->n->startblk <<
+					  fb->b->blkszbits) + off);
+
+		if (err)
+			return err;
+		p += k;
+		off += k;
+		len -= k;
+	}
+	if (len)
+		memcpy(p, kiln_data_tail(fb->b, fb->n) + (off - fb->len), len);
+	return 0;
+}
+
+/*
+ * @n was stored as it is, without hashes (no earlier copy could match):
+ * record its copy for later files as write_flat() would have, hashing
+ * it back from the image.
+ */
+static int flat_record(struct kiln_build *b, struct kiln_zctx *zc,
+		       const struct kiln_node *n)
+{
+	uint64_t tail = n->datalayout == EROFS_INODE_FLAT_INLINE ?
+			n->tail_len : 0;
+	struct flat_back fb = { .b = b, .n = n, .len = n->size - tail };
+	uint64_t blocks = n->size >> b->blkszbits << b->blkszbits;
+	uint64_t at = (uint64_t)n->startblk << b->blkszbits;
+	struct kiln_zfile *flat;
+	int err;
+
+	if (!fb.len || (n->datalayout != EROFS_INODE_FLAT_PLAIN &&
+			n->datalayout != EROFS_INODE_FLAT_INLINE))
+		return 0;	/* chunked: not shared, as from a directory */
+	err = kiln_zfile_flat_new(zc, flat_back_read, &fb, n->size, &flat);
+	if (err)
+		return err;
+	if (fb.len != blocks)
+		err = kiln_zfile_flat_add(flat, blocks, at);
+	if (!err)
+		err = kiln_zfile_flat_add(flat, fb.len, at);
+	kiln_zfile_free(flat);
+	return err;
+}
+
+static void big_put(struct tar_big *g)
+{
+	if (--g->refs)
+		return;
+	if (g->spill >= 0)
+		close(g->spill);
+	free(g->buf);
+	free(g->ext);
+	free(g->label);
+	free(g);
+}
+
+/*
+ * The member's bytes for the writer storing it as it is: those read into
+ * segments still held, then the rest from the stream (offsets only grow
+ * past what was held).
+ */
+static int big_read(void *ctx, void *buf, size_t len, uint64_t off)
+{
+	struct tar_big *g = ctx;
+	uint8_t *p = buf;
+
+	while (len && off < g->held) {
+		uint64_t k = off / TAR_ITEM_MAX;
+		uint64_t end = KILN_MIN((k + 1) * TAR_ITEM_MAX, g->held);
+		size_t n = (size_t)KILN_MIN((uint64_t)len, end - off);
+
+		if (!g->buf[k])
+			return -EIO;	/* released: not reached */
+		memcpy(p, g->buf[k] + (off - k * TAR_ITEM_MAX), n);
+		p += n;
+		off += n;
+		len -= n;
+	}
+	if (!len)
+		return 0;
+	if (g->spill >= 0) {
+		while (len) {
+			ssize_t r = pread(g->spill, p, len,
+					  (off_t)(off - g->held));
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				return r < 0 ? -errno : -EIO;
+			p += r;
+			off += (uint64_t)r;
+			len -= (size_t)r;
+		}
+		return 0;
+	}
+	if (!g->reading)
+		return -EIO;	/* all of it was held: not reached */
+	return kiln_tar_data_read(&g->d, p, len, off);
+}
+
+/* "<archive>: <entry>: <reason>" for a big member, whatever is read now. */
+static int big_fail(struct tar *t, struct tar_big *g, int err,
+		    const char *what)
+{
+	kiln_log(&t->b->lg, KILN_LOG_ERROR, "%s: %s: %s", g->label, what,
+		 strerror(err));
+	return -err;
+}
+
+/* An unnamed temporary file in $TMPDIR (or /tmp). */
+static int spill_open(struct tar *t, struct tar_big *g)
+{
+	const char *dir = getenv("TMPDIR");
+	char name[KILN_PATH_BUF];
+	int fd;
+
+	if (!dir || !*dir)
+		dir = "/tmp";
+	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR ||
+		       errno == EINVAL)) {
+		snprintf(name, sizeof(name), "%s/kiln-tar-XXXXXX", dir);
+		fd = mkostemp(name, O_CLOEXEC);
+		if (fd >= 0)
+			unlink(name);
+	}
+	if (fd < 0)
+		return big_fail(t, g, errno, "temporary file");
+	return fd;
+}
+
+/*
+ * The rest of a big member stored as it is, into a temporary file: its
+ * hashes must be known before it is placed (an earlier copy may be in the
+ * image), and the stream cannot be read twice.
+ */
+static int big_spill(struct tar *t, struct tar_big *g)
+{
+	uint8_t *buf = malloc(TAR_SPILL_CHUNK);
+	int fd = buf ? spill_open(t, g) : -ENOMEM;
+	int err = 0;
+
+	if (fd < 0) {
+		free(buf);
+		return fd;
+	}
+	g->spill = fd;
+	for (uint64_t off = g->held; !err && off < g->n->size;) {
+		size_t n = (size_t)KILN_MIN((uint64_t)TAR_SPILL_CHUNK,
+					    g->n->size - off);
+
+		err = kiln_tar_data_read(&g->d, buf, n, off);
+		for (size_t done = 0; !err && done < n;) {
+			ssize_t r = pwrite(fd, buf + done, n - done,
+					   (off_t)(off - g->held + done));
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0)
+				err = big_fail(t, g, errno, "temporary file");
+			else
+				done += (size_t)r;
+		}
+		off += n;
+	}
+	free(buf);
+	return err;
+}
+
+/*
+ * A big member whose first segment is not worth compressing, stored as
+ * it is, with dedupe like a file of a directory (data.c: write_flat()).
+ */
+static int big_store_raw(struct tar *t, struct tar_big *g,
+			 struct kiln_zctx *zc)
+{
+	struct kiln_build *b = t->b;
+	struct kiln_node *n = g->n;
+	struct kiln_zfile *flat = NULL;
+	int err = 0;
+
+	if (!zc->dd)
+		return kiln_data_write_stream_raw(b, n, g->label, big_read, g,
+						  g->ext, g->nr, NULL);
+	if (flat_may_match(t, n->size)) {
+		/* hashes first (kiln_zfile_flat_new(), as a worker would) */
+		if (g->reading && g->held < n->size)
+			err = big_spill(t, g);
+		if (!err)
+			err = kiln_zfile_flat_new(zc, big_read, g, n->size,
+						  &flat);
+		if (!err)
+			err = kiln_data_write_stream_raw(b, n, g->label,
+							 big_read, g, g->ext,
+							 g->nr, flat);
+		kiln_zfile_free(flat);
+	} else {
+		err = kiln_data_write_stream_raw(b, n, g->label, big_read, g,
+						 g->ext, g->nr, NULL);
+		if (!err)
+			err = flat_record(b, zc, n);
+	}
+	return err ? err : flat_note(t, n);
+}
+
+/*
+ * In stream order, one segment of a big member: what pipeline.c's
+ * commit_part() does for a file of a directory. The first segment
+ * handed back raw stores the whole member as it is, from the segments
+ * held and the rest of the stream; the later segments' work is dropped.
+ */
+static int seg_commit(struct tar *t, struct tar_item *it)
+{
+	struct kiln_build *b = t->b;
+	struct tar_big *g = it->big;
+	struct kiln_node *n = it->n;
+	struct kiln_zfile *zf = it->zf;
+	int err;
+
+	it->zf = NULL;
+	if (g->broken) {
+		/* the reader said why; this member is not complete */
+		kiln_zfile_free(zf);
+		return -EIO;
+	}
+	if (g->placed) {
+		kiln_zfile_free(zf);
+		return 0;
+	}
+	if (!it->off && it->raw) {
+		kiln_zfile_free(zf);	/* no hashes: KILN_ZSEG_STREAM */
+		g->placed = true;
+		return big_store_raw(t, g, it->zc);
+	}
+	err = kiln_zfile_commit(zf, b->out);
+	if (!err)
+		err = kiln_zfile_join(&g->whole, zf);
+	if (err) {
+		kiln_zfile_free(zf);
+		return err;
+	}
+	/* the node owns the growing file, so a failure frees it once */
+	n->zf = g->whole;
+	if (it->off + it->len < n->size)
+		return 0;
+	kiln_zfile_seal(g->whole);
+	g->placed = true;
+	n->flags |= KILN_NODE_STREAMED;
+	b->stats.input_bytes += n->size;
+	n->datalayout = (uint8_t)kiln_zfile_datalayout(n->zf);
+	return 0;
 }
 
 /*
@@ -562,7 +941,9 @@ static int item_commit(void *ctx, void *item)
 	struct kiln_node *n = it->n;
 	int err;
 
-	if (it->zf) {
+	if (it->big) {
+		err = seg_commit(t, it);
+	} else if (it->zf && !it->raw) {
 		n->flags |= KILN_NODE_STREAMED;
 		b->stats.input_bytes += n->size;
 		n->zf = it->zf;		/* the node frees it from now on */
@@ -570,12 +951,13 @@ static int item_commit(void *ctx, void *item)
 		err = kiln_zfile_commit(n->zf, b->out);
 		if (!err)
 			n->datalayout = (uint8_t)kiln_zfile_datalayout(n->zf);
+	} else if (it->raw) {
+		/* stored as it is, shared with an earlier copy if any */
+		err = kiln_data_write_stream_raw(b, n, it->label, item_read, it,
+						 it->ext, it->nr, it->zf);
+		if (!err && it->zf)
+			err = flat_note(t, n);
 	} else {
-		/* stored as it is: no second compression attempt */
-		if (it->raw) {
-			n->zctx = NULL;
-			n->flags |= KILN_NODE_ZCTX;
-		}
 		err = kiln_data_write_stream(b, n, it->label, item_read, it,
 					     it->ext, it->nr);
 	}
@@ -595,6 +977,10 @@ static void item_release(void *ctx, void *item)
 		kiln_log(&t->b->lg, KILN_LOG_ERROR, "%s: %s", it->label,
 			 kiln_strerror(it->err));
 		t->failed = true;
+	}
+	if (it->big) {
+		it->big->buf[it->off / TAR_ITEM_MAX] = NULL;
+		big_put(it->big);
 	}
 	kiln_zfile_free(it->zf);
 	free(it->data);
@@ -624,13 +1010,13 @@ static int entry_data_item(struct tar *t, struct kiln_node *n,
 		return -ENOMEM;
 	}
 	it->n = n;
+	it->len = n->size;
 	it->ext = ext;
 	it->nr = nr;
 	it->zc = kiln_node_zctx(b, n);
 	it->label = strdup(t->label);
 	it->data = malloc(n->size ? (size_t)n->size : 1);
-	err = kiln_tar_data_init(&d, t->a, &b->lg, t->label, n->size, false,
-				 verify);
+	err = kiln_tar_data_init(&d, t->a, &b->lg, t->label, n->size, verify);
 	if (!err && (!it->label || !it->data))
 		err = -ENOMEM;
 	if (!err)
@@ -649,7 +1035,89 @@ static int entry_data_item(struct tar *t, struct kiln_node *n,
 				(it->zc ? 2 : 1) * n->size + TAR_ITEM_SCRATCH);
 }
 
-/* A big member, compressed as it streams by, after all items before it. */
+/*
+ * A big member to compress: read a segment at a time into memory, each
+ * segment an item (the pipeline's bounds keep the segments held in check,
+ * plus the one being read). Its first segment, if not worth compressing,
+ * makes its commit store the member from the segments held and the rest
+ * of the stream; the reader then stops.
+ */
+static int entry_data_big(struct tar *t, struct kiln_node *n,
+			  struct kiln_data_extent *ext, size_t nr)
+{
+	struct kiln_build *b = t->b;
+	bool verify = b->opts.flags & KILN_BUILD_VERIFY;
+	uint64_t nr_seg = kiln_div_round_up(n->size, TAR_ITEM_MAX);
+	struct tar_big *g = calloc(1, sizeof(*g));
+	int err;
+
+	if (!g) {
+		free(ext);
+		return -ENOMEM;
+	}
+	g->n = n;
+	g->ext = ext;
+	g->nr = nr;
+	g->refs = 1;
+	g->spill = -1;
+	g->label = strdup(t->label);
+	g->buf = calloc(nr_seg, sizeof(*g->buf));
+	err = kiln_tar_data_init(&g->d, t->a, &b->lg, t->label, n->size,
+				 verify);
+	if (!err && (!g->label || !g->buf))
+		err = -ENOMEM;
+	if (!err) {
+		g->d.label = g->label;
+		g->reading = true;
+	}
+	for (uint64_t k = 0; !err && k < nr_seg && !g->placed; k++) {
+		struct tar_item *it = calloc(1, sizeof(*it));
+
+		if (!it) {
+			err = -ENOMEM;
+			break;
+		}
+		it->n = n;
+		it->big = g;
+		it->zc = kiln_node_zctx(b, n);
+		it->off = k * TAR_ITEM_MAX;
+		it->len = KILN_MIN(TAR_ITEM_MAX, n->size - it->off);
+		it->label = strdup(t->label);
+		it->data = malloc((size_t)it->len);
+		if (!it->label || !it->data)
+			err = -ENOMEM;
+		else
+			err = kiln_tar_data_read(&g->d, it->data,
+						 (size_t)it->len, it->off);
+		if (err) {
+			/* logged by kiln_tar_data_read() if the stream failed */
+			g->broken = true;
+			free(it->data);
+			free(it->label);
+			free(it);
+			break;
+		}
+		g->buf[k] = it->data;
+		g->held = it->off + it->len;
+		g->refs++;
+		/* the pipeline owns the item now, whatever happens */
+		err = kiln_jobs_submit(t->jobs, it,
+				       2 * it->len + TAR_ITEM_SCRATCH);
+	}
+	/* the rest of the member, if its first segment's commit left any */
+	if (!err)
+		err = kiln_tar_data_finish(&g->d, &n->data_hash);
+	if (!err && verify)
+		n->flags |= KILN_NODE_HASHED;
+	if (err)
+		g->broken = true;
+	g->reading = false;
+	kiln_tar_data_release(&g->d);
+	big_put(g);
+	return err;
+}
+
+/* A big member stored as it is, after all items before it. */
 static int entry_data_stream(struct tar *t, struct kiln_node *n,
 			     struct kiln_data_extent *ext, size_t nr)
 {
@@ -660,9 +1128,7 @@ static int entry_data_stream(struct tar *t, struct kiln_node *n,
 
 	if (err)
 		return err;
-	/* a compression attempt may hand the file back: keep its start */
-	err = kiln_tar_data_init(&d, t->a, &b->lg, t->label, n->size,
-				 kiln_node_zctx(b, n) != NULL, verify);
+	err = kiln_tar_data_init(&d, t->a, &b->lg, t->label, n->size, verify);
 	if (!err)
 		err = kiln_data_write_stream(b, n, t->label, kiln_tar_data_read,
 					     &d, ext, nr);
@@ -692,6 +1158,8 @@ static int entry_data(struct tar *t, struct kiln_node *n,
 	kiln_node_pick_zctx(b, n, t->path);
 	if (n->size <= TAR_ITEM_MAX)
 		err = entry_data_item(t, n, ext, nr);
+	else if (kiln_node_zctx(b, n))
+		err = entry_data_big(t, n, ext, nr);
 	else
 		err = entry_data_stream(t, n, ext, nr);
 	kiln_progress_add_done(&b->progress, 1, n->size);
@@ -976,5 +1444,6 @@ int kiln_tar_scan(struct kiln_build *b)
 		archive_read_free(t.a);
 	free(t.slots);
 	free(t.path);
+	free(t.flat_lens);
 	return err;
 }

@@ -2,7 +2,7 @@
 /*
  * One tar entry's file data, read forward from libarchive: holes between
  * the blocks of a sparse entry become zeros, every byte taken can be
- * hashed, and the start of the file is kept for one replay.
+ * hashed.
  */
 #include <archive.h>
 #include <errno.h>
@@ -13,16 +13,6 @@
 
 #include "builder/tar-data.h"
 #include "util/checked.h"
-
-/*
- * A compressed file that turns out not worth compressing is handed back
- * and must be read again from its start. zpack gives up within its hold
- * window (about 1 MiB of output plus an input window of at most 2 MiB),
- * after sampling the rest of the file, so the bytes it was given are kept
- * up to this bound: a member bigger than that which compresses neither
- * at its start nor in the samples cannot be stored.
- */
-#define TAR_REPLAY_MAX (16u << 20)
 
 const char *kiln_tar_error(struct archive *a)
 {
@@ -49,14 +39,13 @@ static int data_fail(struct kiln_tar_data *d, int err, const char *fmt, ...)
 
 int kiln_tar_data_init(struct kiln_tar_data *d, struct archive *a,
 		       const struct kiln_logger *lg, const char *label,
-		       uint64_t size, bool replay, bool hash)
+		       uint64_t size, bool hash)
 {
 	memset(d, 0, sizeof(*d));
 	d->a = a;
 	d->lg = lg;
 	d->label = label;
 	d->size = size;
-	d->teeing = replay;
 	if (!hash)
 		return 0;
 	d->hash = XXH3_createState();
@@ -69,45 +58,10 @@ void kiln_tar_data_release(struct kiln_tar_data *d)
 {
 	if (d->hash)
 		XXH3_freeState(d->hash);
-	free(d->tee);
 	d->hash = NULL;
-	d->tee = NULL;
 }
 
-/* Keep @n bytes (@src, or zeros) for a replay while it may still come. */
-static void tee_add(struct kiln_tar_data *d, const uint8_t *src, size_t n)
-{
-	if (!d->teeing || d->tee_lost)
-		return;
-	if (d->tee_len + n > TAR_REPLAY_MAX) {
-		/* the compression attempt will not give the file back now */
-		free(d->tee);
-		d->tee = NULL;
-		d->tee_lost = true;
-		return;
-	}
-	if (d->tee_len + n > d->tee_cap) {
-		size_t cap = KILN_MIN(KILN_MAX(d->tee_cap * 2, d->tee_len + n),
-				      (size_t)TAR_REPLAY_MAX);
-		uint8_t *v = realloc(d->tee, cap);
-
-		if (!v) {
-			free(d->tee);
-			d->tee = NULL;
-			d->tee_lost = true;
-			return;
-		}
-		d->tee = v;
-		d->tee_cap = cap;
-	}
-	if (src)
-		memcpy(d->tee + d->tee_len, src, n);
-	else
-		memset(d->tee + d->tee_len, 0, n);
-	d->tee_len += n;
-}
-
-/* Hand @n bytes (@src, or zeros for a hole) to @dst, the hash, the tee. */
+/* Hand @n bytes (@src, or zeros for a hole) to @dst and the hash. */
 static void data_emit(struct kiln_tar_data *d, uint8_t *dst,
 		      const uint8_t *src, size_t n)
 {
@@ -126,7 +80,6 @@ static void data_emit(struct kiln_tar_data *d, uint8_t *dst,
 			XXH3_64bits_update(d->hash, zeros,
 					   KILN_MIN(n - k, sizeof(zeros)));
 	}
-	tee_add(d, src, n);
 }
 
 /* The next block from libarchive (or the end of the blocks). */
@@ -195,25 +148,9 @@ int kiln_tar_data_read(void *ctx, void *buf, size_t len, uint64_t off)
 
 	if (off > d->size || len > d->size - off)
 		return data_fail(d, EIO, "read past the end of the file");
-	if (off < d->pos) {
-		/*
-		 * Bytes already taken: a compression attempt looking back
-		 * after sampling further on, or (from offset 0) the writer
-		 * storing the file given back, after which nothing more
-		 * needs keeping.
-		 */
-		size_t n = (size_t)KILN_MIN((uint64_t)len, d->pos - off);
-
-		if (!off)
-			d->teeing = false;
-		if (d->tee_lost || off + n > d->tee_len)
-			return data_fail(d, EIO, "cannot read the file again "
-					 "from a stream");
-		memcpy(p, d->tee + off, n);
-		p += n;
-		off += n;
-		len -= n;
-	}
+	if (off < d->pos)
+		return data_fail(d, EIO, "cannot read the file again from a "
+				 "stream");
 	if (off > d->pos) {
 		int err = data_take(d, NULL, off - d->pos);
 
@@ -225,10 +162,8 @@ int kiln_tar_data_read(void *ctx, void *buf, size_t len, uint64_t off)
 
 int kiln_tar_data_finish(struct kiln_tar_data *d, uint64_t *hash)
 {
-	int err;
+	int err = data_take(d, NULL, d->size - d->pos);
 
-	d->teeing = false;
-	err = data_take(d, NULL, d->size - d->pos);
 	if (!err && d->hash)
 		*hash = XXH3_64bits_digest(d->hash);
 	return err;

@@ -2,8 +2,8 @@
 /*
  * One tar entry's file data as a kiln_src_read_fn (tar-data.c): the blocks
  * libarchive delivers with the holes between them filled, hashed for
- * --verify, and the start kept for the one restart a compression attempt
- * may ask for. Used by scan-tar.c only.
+ * --verify, read forward once (a stream cannot be read again: what must
+ * be read twice, scan-tar.c holds in memory). Used by scan-tar.c only.
  */
 #ifndef KILN_BUILDER_TAR_DATA_H
 #define KILN_BUILDER_TAR_DATA_H
@@ -27,22 +27,21 @@ struct kiln_tar_data {
 	size_t blk_len;
 	uint64_t blk_off;		/* file offset of blk[0] */
 	bool blk_eof;			/* no blocks left: the rest is hole */
-	uint8_t *tee;			/* bytes [0, tee_len) for a restart */
-	size_t tee_len, tee_cap;
-	bool teeing, tee_lost;
 	XXH3_state_t *hash;		/* NULL unless hashing */
 };
 
 /*
- * Read the data of @a's current entry, @size bytes. @replay: keep what is
- * read for one restart at offset 0 (a compression attempt that gives the
- * file back); @hash: hash everything taken. @label must outlive @d.
- * Returns 0 or -ENOMEM; kiln_tar_data_release() in every case.
+ * Read the data of @a's current entry, @size bytes. @hash: hash
+ * everything taken. @label must outlive @d. Returns 0 or -ENOMEM;
+ * kiln_tar_data_release() in every case.
  */
 int kiln_tar_data_init(struct kiln_tar_data *d, struct archive *a,
 		       const struct kiln_logger *lg, const char *label,
-		       uint64_t size, bool replay, bool hash);
-/* kiln_src_read_fn over the entry: offsets only grow, but for the restart. */
+		       uint64_t size, bool hash);
+/*
+ * kiln_src_read_fn over the entry: offsets only grow (bytes skipped are
+ * taken, and hashed, all the same); reading bytes already taken fails.
+ */
 int kiln_tar_data_read(void *ctx, void *buf, size_t len, uint64_t off);
 /*
  * Take the rest of the entry (holes the writer had no need to read) and

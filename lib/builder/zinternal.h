@@ -115,6 +115,12 @@ enum kiln_zseg_flags {
 	KILN_ZSEG_CONT	= 1u << 0,	/* not the first: never handed back raw */
 	KILN_ZSEG_MORE	= 1u << 1,	/* not the last: no inline tail */
 	KILN_ZSEG_PACKED = 1u << 2,	/* the packed inode: no fragment */
+	/*
+	 * A part read from a stream (tar): when the first part is handed back
+	 * raw, the rest of the file is not readable yet, so no hashes are
+	 * taken (the writer stores the file from the stream).
+	 */
+	KILN_ZSEG_STREAM = 1u << 3,
 };
 
 /* One line of a compress hints file (hints.c). */

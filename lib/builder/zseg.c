@@ -62,8 +62,12 @@ int kiln_zfile_compress_segment(struct kiln_zctx *zc, kiln_src_read_fn read,
 		err = kiln_zpack_classic(zc, NULL, part_read, &src, zf);
 	if (err) {
 		kiln_zfile_free(zf);
-		/* the packed inode is written plain by its own writer */
-		if (err == 1 && zc->dd && !(seg & KILN_ZSEG_PACKED)) {
+		/*
+		 * the packed inode is written plain by its own writer; a
+		 * stream's first part cannot read the rest of its file
+		 */
+		if (err == 1 && zc->dd &&
+		    !(seg & (KILN_ZSEG_PACKED | KILN_ZSEG_STREAM))) {
 			int ferr = kiln_zfile_flat_new(zc, read, read_ctx,
 						       size, out);
 

@@ -239,9 +239,9 @@ def test_compressed_image_from_tar(kiln, tree, pax_tar, tmp_path,
 
 def test_incompressible_big_file_replayed(kiln, srcfs, tmp_path,
                                           kernel_mount):
-    # a file the compressor hands back after its hold window: its start
-    # must be replayed from what the stream already delivered (members
-    # up to 8 MiB are read into memory whole, so this one is bigger)
+    # a file the compressor hands back after its hold window, bigger than
+    # a segment (8 MiB): its first segment's commit stores it from the
+    # segments read so far and the rest of the stream
     root = srcfs / "tar-big"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir()
@@ -274,8 +274,8 @@ def test_incompressible_big_file_replayed(kiln, srcfs, tmp_path,
 @pytest.fixture(scope="module")
 def many_tar(srcfs, tmp_path_factory):
     """Hundreds of members the workers compress while the stream is read
-    on (text, random, zeros, empty, sparse), between members too big for
-    that (over 8 MiB), which are compressed as they stream by."""
+    on (text, random, zeros, empty, sparse), between members bigger than
+    a segment (8 MiB), read and compressed a segment at a time."""
     import random
     root = srcfs / "tar-many"
     shutil.rmtree(root, ignore_errors=True)
