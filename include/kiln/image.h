@@ -71,6 +71,7 @@ struct kiln_image_info {
 	uint32_t sb_checksum;
 	uint32_t meta_blkaddr;
 	uint32_t xattr_blkaddr;
+	kiln_nid_t metabox_nid;		/* with INCOMPAT_METABOX (0x100) only */
 };
 
 KILN_API void kiln_image_get_info(const struct kiln_image *img,

@@ -25,6 +25,7 @@
 #define FSCK_SYMLINK_MAX	4095
 #define FSCK_XATTR_VALUE_MAX	65536
 #define FSCK_PATH_MAX		4096
+#define FSCK_INCOMPAT_METABOX	0x100u	/* metadata in the metabox */
 
 /* What the walk remembers about each inode it met. */
 struct fsck_node {
@@ -613,23 +614,32 @@ static void check_link_counts(struct fsck *f)
 	}
 }
 
-static void check_packed(struct fsck *f, kiln_nid_t nid)
+/*
+ * An internal inode outside the tree (@what: "packed" or "metabox"): a
+ * regular file whose every byte reads. The metabox is read even with
+ * KILN_FSCK_METADATA_ONLY: its data is metadata, and reading it decodes
+ * the parts of it the walk did not need.
+ */
+static void check_internal(struct fsck *f, kiln_nid_t nid, const char *what,
+			   bool always_read)
 {
-	static const char path[] = "<packed inode>";
+	char path[32], reading[48];
 	struct kiln_stat st;
 	int err;
 
+	snprintf(path, sizeof(path), "<%s inode>", what);
+	snprintf(reading, sizeof(reading), "reading the %s inode", what);
 	err = kiln_stat_nid(f->img, nid, &st);
 	if (err) {
-		call_failed(f, path, nid, err, "reading the packed inode");
+		call_failed(f, path, nid, err, reading);
 		return;
 	}
 	if (!S_ISREG(st.mode)) {
-		problem(f, path, nid, 0, "packed inode is a %s",
+		problem(f, path, nid, 0, "%s inode is a %s", what,
 			type_name(st.mode));
 		return;
 	}
-	if (!(f->opts.flags & KILN_FSCK_METADATA_ONLY))
+	if (always_read || !(f->opts.flags & KILN_FSCK_METADATA_ONLY))
 		read_file(f, path, nid, st.size);
 }
 
@@ -682,7 +692,9 @@ static void walk(struct fsck *f)
 	if (!f->stop)
 		check_link_counts(f);
 	if (info.packed_nid && !f->stop)
-		check_packed(f, info.packed_nid);
+		check_internal(f, info.packed_nid, "packed", false);
+	if ((info.feature_incompat & FSCK_INCOMPAT_METABOX) && !f->stop)
+		check_internal(f, info.metabox_nid, "metabox", true);
 }
 
 static double elapsed(const struct timespec *t0)

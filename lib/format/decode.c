@@ -100,6 +100,16 @@ int kiln_decode_super(const void *raw, size_t len, struct kiln_sb *sb,
 	}
 	if (sb->feature_incompat & EROFS_FEATURE_INCOMPAT_FRAGMENTS)
 		sb->packed_nid = kiln_le64(d.packed_nid);
+	if (sb->packed_nid >> EROFS_NID_METABOX_BIT)
+		return CORRUPT(why, "packed nid inside the metabox");
+	if (sb->feature_incompat & EROFS_FEATURE_INCOMPAT_METABOX) {
+		/* the nid lives in the first extension slot */
+		if (sb_size <= EROFS_SB_METABOX_NID_OFF)
+			return CORRUPT(why, "metabox without the superblock slot holding its nid");
+		sb->metabox_nid = kiln_get_le64(p + EROFS_SB_METABOX_NID_OFF);
+		if (sb->metabox_nid >> EROFS_NID_METABOX_BIT)
+			return CORRUPT(why, "metabox nid inside the metabox (self-loop)");
+	}
 	sb->xattr_filter =
 		(sb->feature_compat & EROFS_FEATURE_COMPAT_XATTR_FILTER) &&
 		d.xattr_filter_reserved == 0;

@@ -41,6 +41,7 @@ struct kiln_sb {
 	uint32_t xattr_prefix_start;
 	kiln_nid_t packed_nid;
 	bool xattr_filter;		/* COMPAT_XATTR_FILTER && reserved == 0 */
+	kiln_nid_t metabox_nid;		/* INCOMPAT_METABOX: bit 63 clear */
 };
 
 /* Decoded inode core (either version). */

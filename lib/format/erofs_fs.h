@@ -20,6 +20,11 @@
 #define EROFS_NAME_LEN		255u
 #define EROFS_SYMLINK_MAX	4095u
 #define EROFS_NULL_ADDR32	0xFFFFFFFFu	/* hole / unused block address */
+/* METABOX: le64 nid of the metabox inode, in the first extension slot */
+#define EROFS_SB_METABOX_NID_OFF	0x80u
+/* nid bit 63: the inode lives in the metabox inode's decoded data */
+#define EROFS_NID_METABOX_BIT	63u
+#define EROFS_NID_MASK		((1ull << EROFS_NID_METABOX_BIT) - 1)
 
 /* feature_compat: unknown bits are ignored by readers */
 #define EROFS_FEATURE_COMPAT_SB_CHKSUM		0x00000001u

@@ -36,9 +36,9 @@ int kiln_file_init(struct kiln_file *file, struct kiln_image *img,
 	case EROFS_INODE_CHUNK_BASED:
 		kiln_chunk_geo(&img->sb, in, &file->chunk);
 		if (file->chunk.count > SIZE_MAX / file->chunk.unit ||
-		    !kiln_metabuf_get(img, file->chunk.table_off,
-				      (size_t)(file->chunk.count *
-					       file->chunk.unit)))
+		    !(file->chunk_table = kiln_metabuf_get(img,
+				file->chunk.table_off,
+				(size_t)(file->chunk.count * file->chunk.unit))))
 			return KILN_CORRUPT(img, "nid %llu: chunk table of %llu entries outside the image",
 					    (unsigned long long)in->nid,
 					    (unsigned long long)file->chunk.count);
@@ -92,7 +92,10 @@ KILN_API uint64_t kiln_file_size(const struct kiln_file *file)
 	return file->inode.size;
 }
 
-/* A contiguous stretch of file data: image bytes at @phys, or zeros. */
+/*
+ * A contiguous stretch of file data: bytes at metadata offset @phys (image
+ * bytes, or metabox bytes for the inline tail of a metabox inode), or zeros.
+ */
 struct run {
 	uint64_t len;
 	uint64_t phys;
@@ -119,7 +122,7 @@ static int chunk_at(struct kiln_file *file, uint64_t idx,
 
 	/* kiln_file_init() checked the table; idx < count by construction */
 	kiln_decode_chunk(&file->img->sb, &file->inode, geo,
-			  file->img->map + geo->table_off + idx * geo->unit, c);
+			  file->chunk_table + idx * geo->unit, c);
 	if (!c->hole && c->device) {
 		kiln_log(&file->img->logger, KILN_LOG_ERROR,
 			 "nid %llu: chunk %llu is on extra device %u, which kiln does not read",
@@ -206,7 +209,7 @@ static int map_run(struct kiln_file *file, uint64_t off, uint64_t max,
 	}
 	if (err)
 		return err;
-	if (!r->hole && !kiln_range_ok(r->phys, r->len, file->img->size))
+	if (!r->hole && !kiln_metabuf_range_ok(file->img, r->phys, r->len))
 		return KILN_CORRUPT(file->img, "nid %llu: data at byte %llu (+%llu) beyond the image end",
 				    (unsigned long long)in->nid,
 				    (unsigned long long)r->phys,
@@ -229,15 +232,23 @@ KILN_API ssize_t kiln_file_pread(struct kiln_file *file, void *buf,
 		return len ? kiln_zread(file, buf, len, off) : 0;
 
 	while (done < len) {
+		const void *src;
 		struct run r;
 		int err = map_run(file, off + done, len - done, &r);
 
 		if (err)
 			return err;
-		if (r.hole)
+		if (r.hole) {
 			memset(dst + done, 0, (size_t)r.len);
-		else
-			memcpy(dst + done, file->img->map + r.phys, (size_t)r.len);
+		} else {
+			src = kiln_metabuf_get(file->img, r.phys, (size_t)r.len);
+			if (!src)
+				return KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%llu) unreadable",
+						    (unsigned long long)file->inode.nid,
+						    (unsigned long long)r.phys,
+						    (unsigned long long)r.len);
+			memcpy(dst + done, src, (size_t)r.len);
+		}
 		done += (size_t)r.len;
 	}
 	return (ssize_t)done;
@@ -257,8 +268,13 @@ int kiln_file_direct(struct kiln_file *file, uint64_t off, size_t len,
 	err = map_run(file, off, len, &r);
 	if (err)
 		return err;
-	if (!r.hole && r.len >= len)
-		*ptr = file->img->map + r.phys;
+	if (!r.hole && r.len >= len) {
+		*ptr = kiln_metabuf_get(file->img, r.phys, len);
+		if (!*ptr)
+			return KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%zu) unreadable",
+					    (unsigned long long)file->inode.nid,
+					    (unsigned long long)r.phys, len);
+	}
 	return 0;
 }
 
@@ -276,7 +292,8 @@ KILN_API int kiln_file_locate(struct kiln_file *file, uint64_t off,
 	if (err)
 		return err;
 	*len = r.len;
-	if (r.hole)
+	/* metabox bytes are decoded data, not bytes of the image */
+	if (r.hole || kiln_in_metabox(r.phys))
 		return 0;
 	*img_off = r.phys;
 	return 1;

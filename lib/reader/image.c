@@ -161,11 +161,16 @@ int kiln_image_compr_cfg(const struct kiln_image *img, unsigned int alg,
 	return 0;
 }
 
-/* Where the long prefix table lives: the primary device or packed inode. */
+/*
+ * Where the long prefix table lives: with PLAIN_XATTR_PFX on the primary
+ * device; otherwise in the metabox data if there is a metabox, else in
+ * the packed inode if there is one, else on the primary device.
+ */
 struct prefix_src {
 	struct kiln_image *img;
 	struct kiln_file file;
 	bool packed;
+	bool metabox;
 };
 
 static int prefix_read(struct prefix_src *src, uint64_t pos, void *dst,
@@ -175,10 +180,14 @@ static int prefix_read(struct prefix_src *src, uint64_t pos, void *dst,
 	ssize_t n;
 
 	if (!src->packed) {
-		p = kiln_metabuf_get(src->img, pos, len);
+		/* pos < 2^35: it never reaches bit 63 by itself */
+		p = kiln_metabuf_get(src->img,
+				     src->metabox ? pos | KILN_MBX_BIT : pos,
+				     len);
 		if (!p)
-			return KILN_CORRUPT(src->img, "xattr prefix table: byte %llu outside the image",
-					    (unsigned long long)pos);
+			return KILN_CORRUPT(src->img, "xattr prefix table: byte %llu outside the %s",
+					    (unsigned long long)pos,
+					    src->metabox ? "metabox" : "image");
 		memcpy(dst, p, len);
 		return 0;
 	}
@@ -235,7 +244,11 @@ static int load_prefixes(struct kiln_image *img)
 	if (!img->sb.xattr_prefix_count)
 		return 0;
 	if (!(img->sb.feature_compat & EROFS_FEATURE_COMPAT_PLAIN_XATTR_PFX) &&
-	    img->sb.packed_nid) {
+	    img->mbx) {
+		src.metabox = true;
+	} else if (!(img->sb.feature_compat &
+		     EROFS_FEATURE_COMPAT_PLAIN_XATTR_PFX) &&
+		   img->sb.packed_nid) {
 		err = kiln_inode_load(img, img->sb.packed_nid, &packed);
 		if (err)
 			return err;
@@ -307,17 +320,15 @@ static int read_super(struct kiln_image *img)
 		if (err)
 			return err;
 	}
-	if (img->sb.feature_incompat & EROFS_FEATURE_INCOMPAT_METABOX) {
-		kiln_log(&img->logger, KILN_LOG_ERROR,
-			 "superblock: metadata compression (metabox) is not supported");
-		return -EOPNOTSUPP;
-	}
-	if (img->sb.root_nid >> 63)
+	if (kiln_in_metabox(img->sb.root_nid) &&
+	    !(img->sb.feature_incompat & EROFS_FEATURE_INCOMPAT_METABOX))
 		return KILN_CORRUPT(img, "root nid %llx refers to a metabox the image lacks",
 				    (unsigned long long)img->sb.root_nid);
 	err = scan_compr_cfgs(img);
 	if (!err)
 		err = check_devices(img);
+	if (!err)
+		err = kiln_mbx_open(img);
 	if (!err)
 		err = check_root(img);
 	if (!err)
@@ -420,6 +431,7 @@ KILN_API void kiln_image_close(struct kiln_image *img)
 {
 	if (!img)
 		return;
+	kiln_mbx_close(img);
 	kiln_zimage_release(img);
 	if (img->map)
 		munmap((void *)(uintptr_t)img->map, (size_t)img->size);
@@ -453,6 +465,7 @@ KILN_API void kiln_image_get_info(const struct kiln_image *img,
 	info->sb_checksum = sb->checksum;
 	info->meta_blkaddr = sb->meta_blkaddr;
 	info->xattr_blkaddr = sb->xattr_blkaddr;
+	info->metabox_nid = sb->metabox_nid;
 }
 
 KILN_API kiln_nid_t kiln_image_root(const struct kiln_image *img)

@@ -8,17 +8,38 @@
 #include "reader/internal.h"
 #include "util/checked.h"
 
-/* Image byte offset of inode @nid, or false when it overflows. */
+/*
+ * Metadata offset of inode @nid, or false when it overflows. A nid with
+ * bit 63 set names a slot of the metabox data (no meta_blkaddr there).
+ */
 static bool nid_to_off(const struct kiln_image *img, kiln_nid_t nid,
 		       uint64_t *off)
 {
 	uint64_t base, slot;
 
+	if (kiln_in_metabox(nid)) {
+		slot = nid & EROFS_NID_MASK;
+		if (slot > kiln_mbx_size(img) >> EROFS_ISLOT_BITS)
+			return false;
+		*off = KILN_MBX_BIT | slot << EROFS_ISLOT_BITS;
+		return true;
+	}
 	if (!kiln_blk_off(img, img->sb.meta_blkaddr, &base))
 		return false;
 	if (kiln_mul_overflow(nid, (uint64_t)EROFS_ISLOT_SIZE, &slot))
 		return false;
 	return !kiln_add_overflow(base, slot, off);
+}
+
+/* Why [@off, @off + @len) could not be had, for messages. */
+static const char *why_unreadable(const struct kiln_image *img, uint64_t off,
+				  uint64_t len)
+{
+	if (!kiln_in_metabox(off))
+		return "outside the image";
+	if (!kiln_metabuf_range_ok(img, off, len))
+		return "outside the metabox";
+	return "in metabox data that does not decode";
 }
 
 /* FLAT_INLINE: the last (partial or full) block lives right after E. */
@@ -37,8 +58,9 @@ static int check_inline_tail(struct kiln_image *img,
 				    (unsigned long long)in->nid,
 				    (unsigned long long)tail);
 	if (!kiln_metabuf_get(img, meta_end, (size_t)tail))
-		return KILN_CORRUPT(img, "nid %llu: inline data outside the image",
-				    (unsigned long long)in->nid);
+		return KILN_CORRUPT(img, "nid %llu: inline data %s",
+				    (unsigned long long)in->nid,
+				    why_unreadable(img, meta_end, tail));
 	return 0;
 }
 
@@ -51,17 +73,25 @@ int kiln_inode_load(struct kiln_image *img, kiln_nid_t nid,
 	uint64_t off;
 	int err;
 
-	if (nid >> 63)
+	if (kiln_in_metabox(nid) && !img->mbx)
 		return KILN_CORRUPT(img, "nid %llx refers to a metabox the image lacks",
 				    (unsigned long long)nid);
-	if (!nid_to_off(img, nid, &off) ||
-	    !(raw = kiln_metabuf_get(img, off, sizeof(struct erofs_inode_compact))))
-		return KILN_CORRUPT(img, "nid %llu: inode outside the image",
-				    (unsigned long long)nid);
+	if (!nid_to_off(img, nid, &off))
+		return KILN_CORRUPT(img, "nid %llu: inode outside the %s",
+				    (unsigned long long)nid,
+				    kiln_in_metabox(nid) ? "metabox" : "image");
+	raw = kiln_metabuf_get(img, off, sizeof(struct erofs_inode_compact));
+	if (!raw)
+		return KILN_CORRUPT(img, "nid %llu: inode %s",
+				    (unsigned long long)nid,
+				    why_unreadable(img, off,
+						   sizeof(struct erofs_inode_compact)));
 	core = kiln_decode_core_size(raw);
-	if (!kiln_metabuf_get(img, off, core))
-		return KILN_CORRUPT(img, "nid %llu: extended inode truncated by the image end",
-				    (unsigned long long)nid);
+	if (core > sizeof(struct erofs_inode_compact) &&
+	    !(raw = kiln_metabuf_get(img, off, core)))
+		return KILN_CORRUPT(img, "nid %llu: extended inode %s",
+				    (unsigned long long)nid,
+				    why_unreadable(img, off, core));
 
 	in->nid = nid;
 	in->inode_off = off;
@@ -77,8 +107,10 @@ int kiln_inode_load(struct kiln_image *img, kiln_nid_t nid,
 
 	/* core + inline xattr area must be inside the image */
 	if (!kiln_metabuf_get(img, off, (size_t)core + in->xattr_size))
-		return KILN_CORRUPT(img, "nid %llu: xattr area of %u bytes outside the image",
-				    (unsigned long long)nid, in->xattr_size);
+		return KILN_CORRUPT(img, "nid %llu: xattr area of %u bytes %s",
+				    (unsigned long long)nid, in->xattr_size,
+				    why_unreadable(img, off,
+						   (uint64_t)core + in->xattr_size));
 	if (in->datalayout == EROFS_INODE_FLAT_INLINE)
 		return check_inline_tail(img, in);
 	return 0;
@@ -129,10 +161,14 @@ int kiln_inode_blocks(struct kiln_image *img, const struct kiln_inode *in,
 		bytes = in->null_startblk ? 0 : kiln_round_up(in->size, bs);
 		break;
 	case EROFS_INODE_FLAT_INLINE:
-		/* full blocks, plus the inline tail's own bytes */
+		/*
+		 * full blocks, plus the inline tail's own bytes unless it
+		 * sits in the metabox, outside the image's blocks
+		 */
 		bytes = in->size == 0 ? 0 :
-			(kiln_div_round_up(in->size, bs) - 1) * bs +
-			(in->size - (kiln_div_round_up(in->size, bs) - 1) * bs);
+			(kiln_div_round_up(in->size, bs) - 1) * bs;
+		if (!kiln_in_metabox(in->inode_off))
+			bytes = in->size;
 		break;
 	case EROFS_INODE_CHUNK_BASED:
 		err = chunk_blocks(img, in, &bytes);

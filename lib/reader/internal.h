@@ -30,6 +30,8 @@ struct kiln_image {
 	/* long xattr name prefixes (sb.xattr_prefix_count of them), image.c */
 	struct kiln_xattr_prefix *xprefixes;
 	char *xprefix_blob;	/* owns the infixes when not in the map */
+	/* METABOX: the metabox inode's decoded data (metabox.c), else NULL */
+	struct kiln_mbx *mbx;
 };
 
 /* One long xattr name prefix: short prefix @base_index, then @infix. */
@@ -53,13 +55,49 @@ int kiln_image_compr_cfg(const struct kiln_image *img, unsigned int alg,
 	kiln_corrupt(&(img)->logger, __func__, __LINE__, __VA_ARGS__)
 
 /*
- * The one metadata cursor: a pointer to @len bytes at byte @off of the
- * image, or NULL when [@off, @off + @len) is not inside the image (the
- * caller turns that into KILN_CORRUPT naming its object). The pointer is
- * valid until kiln_image_close().
+ * Metadata has two address spaces. Offsets below 2^63 are image bytes;
+ * offsets with bit 63 set are bytes of the metabox inode's decoded data
+ * (METABOX images): an inode whose nid has bit 63 set sits at
+ * KILN_MBX_BIT | (nid & mask) * 32, and every offset derived from it
+ * (xattrs, inline tails, map headers, indexes, inline pclusters) is too.
+ */
+#define KILN_MBX_BIT	(1ull << 63)
+
+static inline bool kiln_in_metabox(uint64_t off)
+{
+	return off >> 63;
+}
+
+/*
+ * The one metadata cursor: a pointer to @len bytes at metadata offset @off
+ * (either space), or NULL when [@off, @off + @len) is not inside the image
+ * or the metabox, or the metabox bytes could not be decoded (the caller
+ * turns that into KILN_CORRUPT naming its object; decoding failures are
+ * logged first). The pointer is valid until kiln_image_close().
+ * Thread-safe.
  */
 const void *kiln_metabuf_get(const struct kiln_image *img, uint64_t off,
 			     size_t len);
+
+/*
+ * Whether [@off, @off + @len) lies inside its address space (the image or
+ * the metabox), without reading or decoding anything.
+ */
+bool kiln_metabuf_range_ok(const struct kiln_image *img, uint64_t off,
+			   uint64_t len);
+
+/*
+ * The metabox (metabox.c): set up img->mbx from the superblock's metabox
+ * nid (checks the inode; decodes nothing yet), and free it. Decoded bytes
+ * come through kiln_metabuf_get(), which calls kiln_mbx_get().
+ */
+int kiln_mbx_open(struct kiln_image *img);
+void kiln_mbx_close(struct kiln_image *img);
+/* Bytes of the metabox's decoded data (0 without a metabox). */
+uint64_t kiln_mbx_size(const struct kiln_image *img);
+/* @len decoded bytes at metabox byte @off (no KILN_MBX_BIT), or NULL. */
+const void *kiln_mbx_get(const struct kiln_image *img, uint64_t off,
+			 size_t len);
 
 /* Byte offset of block @blk, with overflow checked: false when it overflows. */
 bool kiln_blk_off(const struct kiln_image *img, uint64_t blk, uint64_t *off);
@@ -74,6 +112,7 @@ struct kiln_file {
 	void *zstate;		/* per-file compressed-read state, may be NULL */
 	/* data.c: precomputed layout geometry */
 	struct kiln_chunk_geo chunk;	/* CHUNK_BASED */
+	const uint8_t *chunk_table;	/* CHUNK_BASED: entry 0, checked */
 	uint64_t inline_start;	/* FLAT_INLINE: file offset of the inline part */
 	uint64_t inline_off;	/* FLAT_INLINE: image offset of the inline part */
 };

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The bounded metadata cursor: every byte the reader takes from the image
- * comes through a range check here.
+ * (or from the metabox's decoded data) comes through a range check here.
  */
 #include "reader/internal.h"
 #include "util/checked.h"
@@ -9,9 +9,20 @@
 const void *kiln_metabuf_get(const struct kiln_image *img, uint64_t off,
 			     size_t len)
 {
+	if (kiln_in_metabox(off))
+		return kiln_mbx_get(img, off & ~KILN_MBX_BIT, len);
 	if (!kiln_range_ok(off, len, img->size))
 		return NULL;
 	return img->map + off;
+}
+
+bool kiln_metabuf_range_ok(const struct kiln_image *img, uint64_t off,
+			   uint64_t len)
+{
+	if (kiln_in_metabox(off))
+		return kiln_range_ok(off & ~KILN_MBX_BIT, len,
+				     kiln_mbx_size(img));
+	return kiln_range_ok(off, len, img->size);
 }
 
 bool kiln_blk_off(const struct kiln_image *img, uint64_t blk, uint64_t *off)

@@ -83,16 +83,22 @@ static int visit_shared(struct kiln_image *img, const struct kiln_inode *in,
 	struct kiln_xattr_entry e;
 	const uint8_t *raw;
 	uint64_t base, off;
+	/* SHARED_EA_IN_METABOX: the shared area is in the metabox data */
+	bool mbx = img->sb.feature_compat &
+		   EROFS_FEATURE_COMPAT_SHARED_EA_IN_METABOX;
+	const char *where = mbx ? "metabox" : "image";
 
 	if (!kiln_blk_off(img, img->sb.xattr_blkaddr, &base) ||
 	    kiln_add_overflow(base, (uint64_t)id * 4, &off) ||
-	    !(raw = kiln_metabuf_get(img, off, sizeof(struct erofs_xattr_entry))))
-		return KILN_CORRUPT(img, "nid %llu: shared xattr %u outside the image",
-				    (unsigned long long)in->nid, id);
+	    (mbx && kiln_in_metabox(off)) ||
+	    !(raw = kiln_metabuf_get(img, mbx ? off | KILN_MBX_BIT : off,
+				     sizeof(struct erofs_xattr_entry))))
+		return KILN_CORRUPT(img, "nid %llu: shared xattr %u outside the %s",
+				    (unsigned long long)in->nid, id, where);
 	kiln_decode_xattr_entry(raw, &e);
-	if (!kiln_metabuf_get(img, off, e.footprint))
-		return KILN_CORRUPT(img, "nid %llu: shared xattr %u runs past the image end",
-				    (unsigned long long)in->nid, id);
+	if (!kiln_metabuf_get(img, mbx ? off | KILN_MBX_BIT : off, e.footprint))
+		return KILN_CORRUPT(img, "nid %llu: shared xattr %u runs past the %s end",
+				    (unsigned long long)in->nid, id, where);
 	return visit_entry(img, raw, &e, fn, ctx);
 }
 
@@ -112,7 +118,10 @@ static int for_each_xattr(struct kiln_image *img, const struct kiln_inode *in,
 	if (!size)
 		return 0;
 	/* kiln_inode_load() checked the whole area against the image */
-	area = img->map + in->inode_off + in->core_size;
+	area = kiln_metabuf_get(img, in->inode_off + in->core_size, size);
+	if (!area)
+		return KILN_CORRUPT(img, "nid %llu: xattr area unreadable",
+				    (unsigned long long)in->nid);
 	err = kiln_decode_xattr_ibody(area, size, &h, &why);
 	if (err == -EOPNOTSUPP) {
 		kiln_log(&img->logger, KILN_LOG_ERROR, "nid %llu: %s",
@@ -236,11 +245,16 @@ static bool filtered_out(const struct kiln_image *img,
 			 const struct kiln_inode *in, const char *name,
 			 size_t len)
 {
+	const uint8_t *area;
 	uint32_t filter;
 
 	if (!img->sb.xattr_filter || in->xattr_size <= 12)
 		return false;
-	filter = kiln_get_le32(img->map + in->inode_off + in->core_size);
+	/* checked at inode load; the full walk reports it when unreadable */
+	area = kiln_metabuf_get(img, in->inode_off + in->core_size, 4);
+	if (!area)
+		return false;
+	filter = kiln_get_le32(area);
 	for (unsigned int i = 0; i < KILN_ARRAY_SIZE(short_prefixes); i++) {
 		const char *pfx = short_prefixes[i].str;
 		size_t plen = short_prefixes[i].len;

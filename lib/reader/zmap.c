@@ -721,7 +721,7 @@ static int zm_init_extents(struct kiln_zmap *zm, const uint8_t *h,
 		zm->idx_off = table + 8;
 	}
 	if (kiln_mul_overflow(zm->nr_extents, (uint64_t)zm->recsz, &bytes) ||
-	    !kiln_range_ok(zm->idx_off, bytes, zm->img->size))
+	    !kiln_metabuf_range_ok(zm->img, zm->idx_off, bytes))
 		return ZM_CORRUPT(zm, "%llu extent records outside the image",
 				  (unsigned long long)zm->nr_extents);
 	if (!zm->nr_extents && zm->size &&
@@ -804,7 +804,7 @@ static int zm_init_lclusters(struct kiln_zmap *zm, const uint8_t *h,
 		zm->nr_lclusters = kiln_div_round_up(zm->size,
 					(uint64_t)1 << zm->lclusterbits);
 		if (kiln_mul_overflow(zm->nr_lclusters, (uint64_t)8, &bytes) ||
-		    !kiln_range_ok(zm->idx_off, bytes, zm->img->size))
+		    !kiln_metabuf_range_ok(zm->img, zm->idx_off, bytes))
 			return ZM_CORRUPT(zm, "%llu index records outside the image",
 					  (unsigned long long)zm->nr_lclusters);
 	} else {

@@ -536,7 +536,8 @@ int kiln_zread_locate(struct kiln_file *file, uint64_t off, uint64_t max,
 		return err;
 	within = off - ext.la;
 	*len = KILN_MIN(max, ext.llen - within);
-	if (ext.kind != KILN_ZEXT_PLAIN)
+	/* an inline pcluster of a metabox inode is not image bytes */
+	if (ext.kind != KILN_ZEXT_PLAIN || kiln_in_metabox(ext.pa))
 		return 0;
 	/* as zr_plain() reads it: byte k of the extent at pa + k, and
 	 * kiln_zmap_lookup() checked llen <= plen */

@@ -84,6 +84,19 @@ seq 1 3000 >"$t/data"
 printf 'x' >"$t/one"
 build chunk.img "$t" --chunksize=4096
 
+# metadata-compressed (metabox) images: inodes, inline tails, directories
+# and compressed-file indexes inside the metabox inode's data. Needs
+# mkfs.erofs 1.9 or newer (-m); older ones leave these seeds as they are.
+if "$mkfs" --help 2>&1 | grep -q -- '^ *-m#'; then
+	build metabox.img "$work/basic" -zlz4hc -m4096 -Eztailpacking
+	build metabox-plain.img "$work/flat" -m4096
+	build metabox-zstd-dirs.img "$work/many" -zzstd -m4096 --zD=1 \
+		-Efragments,48bit
+	build metabox-chunk.img "$work/chunk" --chunksize=4096 -m4096
+else
+	echo "mkseeds: $mkfs lacks -m (metabox), metabox seeds not refreshed" >&2
+fi
+
 # crafted 512 and 1024-byte block images (mkfs.erofs 1.5 writes only 4096):
 # the ones tests/unit/test-reader-blksz builds, if that binary is at hand
 blksz_test=${KILN_TEST_BLKSZ:-$here/../../build/tests/unit/test-reader-blksz}
@@ -114,6 +127,15 @@ patch basic.img bad-xattr-count.img "d[$root_off + 2] = 0xFF; d[$root_off + 3] =
 patch basic.img bad-meta-blkaddr.img "d[1024 + 0x28] = 0x10"
 patch basic.img bad-extslots.img "d[1024 + 0x0D] = 60"
 patch basic.img truncated.img "del d[3000:]"
+if [ -f "$out/metabox.img" ]; then
+	# metabox nid with bit 63 (a self-loop); metabox inode made a directory
+	patch metabox.img bad-metabox-loop.img "d[1024 + 0x87] |= 0x80"
+	patch metabox.img bad-metabox-mode.img "import struct
+nid, = struct.unpack_from('<Q', d, 1024 + 0x80)
+blk, = struct.unpack_from('<I', d, 1024 + 0x28)
+struct.pack_into('<H', d, blk * 4096 + nid * 32 + 4, 0o40755)
+"
+fi
 patch chunk.img bad-chunk-format.img "import struct
 for off in range(1152, 4096 - 4, 32):
     fmt, = struct.unpack_from('<H', d, off)

@@ -110,7 +110,8 @@ TEST(unknown_incompat_bits_are_unsupported)
 	struct kiln_sb sb;
 
 	kiln_put_le32(good_sb() + 0x50, EROFS_ALL_FEATURE_INCOMPAT);
-	CHECK_EQ(dsb(128, &sb), 0);
+	sbuf[0x0D] = 1;		/* METABOX keeps its nid in slot 1 */
+	CHECK_EQ(dsb(144, &sb), 0);
 	kiln_put_le32(good_sb() + 0x50, 0x200);
 	CHECK_EQ(dsb(128, &sb), -EOPNOTSUPP);
 	kiln_put_le32(good_sb() + 0x50, 0x80000000u);
@@ -118,6 +119,26 @@ TEST(unknown_incompat_bits_are_unsupported)
 	/* unknown compat bits are ignored */
 	kiln_put_le32(good_sb() + 0x08, 0xFFFFFF00u);
 	CHECK_EQ(dsb(128, &sb), 0);
+}
+
+TEST(metabox_nid_needs_its_slot_and_bit_63_clear)
+{
+	struct kiln_sb sb;
+
+	kiln_put_le32(good_sb() + 0x50, EROFS_FEATURE_INCOMPAT_METABOX);
+	CHECK_EQ(dsb(128, &sb), -KILN_ECORRUPT);
+	sbuf[0x0D] = 1;
+	kiln_put_le64(sbuf + 0x80, 77);
+	CHECK_EQ(dsb(144, &sb), 0);
+	CHECK_EQ(sb.metabox_nid, 77);
+	kiln_put_le64(sbuf + 0x80, 77 | 1ull << 63);
+	CHECK_EQ(dsb(144, &sb), -KILN_ECORRUPT);
+	/* the packed inode is never inside the metabox */
+	kiln_put_le64(sbuf + 0x80, 77);
+	kiln_put_le32(sbuf + 0x50, EROFS_FEATURE_INCOMPAT_METABOX |
+				   EROFS_FEATURE_INCOMPAT_FRAGMENTS);
+	kiln_put_le64(sbuf + 0x60, 1ull << 63);
+	CHECK_EQ(dsb(144, &sb), -KILN_ECORRUPT);
 }
 
 TEST(compression_algorithm_bitmap_limits)
@@ -530,6 +551,7 @@ TAP_MAIN(
 	TAP_ENTRY(dirblkbits_must_be_zero),
 	TAP_ENTRY(sb_extslots_limit_is_184),
 	TAP_ENTRY(unknown_incompat_bits_are_unsupported),
+	TAP_ENTRY(metabox_nid_needs_its_slot_and_bit_63_clear),
 	TAP_ENTRY(compression_algorithm_bitmap_limits),
 	TAP_ENTRY(rootnid_8b_only_with_48bit),
 	TAP_ENTRY(xattr_prefix_count_limit_is_128),

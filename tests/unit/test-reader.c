@@ -1015,7 +1015,7 @@ TEST(superblock_fields_at_limits_are_refused)
 	MUTATE(c[1036 + 0x5A - 0x0C] = 1, -EOPNOTSUPP);		/* dirblkbits */
 	MUTATE(c[1024 + 0x0D] = 185, -KILN_ECORRUPT);		/* sb_extslots */
 	MUTATE(c[1024 + 0x52] |= 0x02, -EOPNOTSUPP);		/* incompat 0x200 */
-	MUTATE(c[1024 + 0x51] |= 0x01, -EOPNOTSUPP);		/* metabox */
+	MUTATE(c[1024 + 0x51] |= 0x01, -KILN_ECORRUPT);		/* metabox, no slot */
 	MUTATE(kiln_put_le16(c + 1024 + 0x0E, 0xFFFF), -KILN_ECORRUPT); /* root */
 	MUTATE(kiln_put_le32(c + 1024 + 0x28, 0xFFFFFFFF), -KILN_ECORRUPT);
 	/* checksum: flip without fixing it */

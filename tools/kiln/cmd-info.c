@@ -168,6 +168,9 @@ static void print_text(const char *image, const struct kiln_image_info *in,
 	if (in->packed_nid)
 		printf("%-22s%llu\n", "packed nid:",
 		       (unsigned long long)in->packed_nid);
+	if (in->metabox_nid)
+		printf("%-22s%llu\n", "metabox nid:",
+		       (unsigned long long)in->metabox_nid);
 	printf("%-22s%s\n", "uuid:", uuid);
 	printf("%-22s%s\n", "label:", in->volume_name[0] ?
 	       cli_escape(in->volume_name, label, sizeof(label)) : "(none)");
@@ -294,12 +297,14 @@ static void print_json(const char *image, const struct kiln_image_info *in,
 	printf("{\"image\": ");
 	json_str(image);
 	printf(", \"block_size\": %u, \"blocks\": %llu, \"image_size\": %llu"
-	       ", \"inodes\": %llu, \"root_nid\": %llu, \"packed_nid\": %llu",
+	       ", \"inodes\": %llu, \"root_nid\": %llu, \"packed_nid\": %llu"
+	       ", \"metabox_nid\": %llu",
 	       in->block_size, (unsigned long long)in->blocks,
 	       (unsigned long long)in->image_size,
 	       (unsigned long long)in->inodes,
 	       (unsigned long long)in->root_nid,
-	       (unsigned long long)in->packed_nid);
+	       (unsigned long long)in->packed_nid,
+	       (unsigned long long)in->metabox_nid);
 	printf(", \"uuid\": \"%s\", \"label\": ", uuid);
 	json_str(in->volume_name);
 	printf(", \"build_time\": \"%s\", \"build_time_unix\": %lld"
