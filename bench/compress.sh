@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Compressed image size and build time, every codec, side by side in one run:
 #   kiln (defaults), kiln-best (128 KiB pclusters/extents, fragments, dedupe),
+#   kiln-min (the smallest kiln makes: classic fixed-output 128 KiB
+#   pclusters, fragments, dedupe and compressed metadata, --metabox),
 #   mkfs.erofs (-z only) and mkfs.erofs-best (-C131072 and its -E options:
 #   fragments, dedupe, 48bit where the algorithm allows; erofs-utils 1.9+),
+#   mkfs.erofs-mbx (mkfs.erofs-best with -m16384, metadata compression),
 #   mksquashfs (its defaults: 128 KiB blocks, fragments, duplicate files)
 # for lz4, lz4hc, deflate:6 (squashfs: gzip -6), zstd:3, zstd:15 and
 # lzma:6 (squashfs: xz), on each corpus.
@@ -41,8 +44,10 @@ echo "corpus,setting,tool,seconds,image_bytes" > "$CSV"
 
 MKFS_VER=$(mkfs.erofs -V 2>/dev/null | head -n1 | sed 's/^mkfs.erofs *//')
 MKFS_NEW=0	# zstd, lzma, deflate, -E48bit/fragments/dedupe, --workers
+MKFS_MBX=0	# -m: metadata compression (metabox)
 if have mkfs.erofs && mkfs.erofs --help 2>&1 | grep -q -- '--workers'; then
 	MKFS_NEW=1
+	mkfs.erofs --help 2>&1 | grep -q 'metadata compression' && MKFS_MBX=1
 fi
 
 # kiln -z, mkfs.erofs -z, mksquashfs -comp args, for each setting
@@ -88,11 +93,11 @@ one() {
 
 mib() { awk -v b="$1" 'BEGIN { if (b == "nan") print "nan"; else printf "%.1f", b / 1048576 }'; }
 
-TOOLS=(kiln kiln-best mkfs.erofs mkfs.erofs-best mksquashfs)
+TOOLS=(kiln kiln-best kiln-min mkfs.erofs mkfs.erofs-best mkfs.erofs-mbx mksquashfs)
 {
 	echo "# bench/compress.sh $STAMP on $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "# kiln: $KILN -j2; kiln-best: + -C 131072 --fragments --dedupe"
-	echo "# mkfs.erofs: ${MKFS_VER:-erofs-utils 1.5}$([ $MKFS_NEW = 1 ] && echo '; best: -C131072 -Efragments,dedupe (+ -E48bit except lz4/lz4hc) --workers=2')"
+	echo "# kiln: $KILN -j2; kiln-best: + -C 131072 --fragments --dedupe; kiln-min: --layout classic -C 131072 --fragments --dedupe --metabox (Linux 6.17+)"
+	echo "# mkfs.erofs: ${MKFS_VER:-erofs-utils 1.5}$([ $MKFS_NEW = 1 ] && echo '; best: -C131072 -Efragments,dedupe (+ -E48bit except lz4/lz4hc) --workers=2')$([ $MKFS_MBX = 1 ] && echo '; mbx: best + -m16384')"
 	echo "# mksquashfs: -processors 2 -noappend, 128 KiB blocks"
 	echo "# size_r: tool size / kiln-best size (above 1: kiln-best is smaller)"
 } | tee "$TXT"
@@ -113,6 +118,8 @@ for src in "${CORPORA[@]}"; do
 		one kiln "$set" "$src" "$KILN" build -q -j2 -z "$kz" "$src" "$IMG"
 		one kiln-best "$set" "$src" "$KILN" build -q -j2 -z "$kz" -C 131072 \
 			--fragments --dedupe "$src" "$IMG"
+		one kiln-min "$set" "$src" "$KILN" build -q -j2 -z "$kz" -C 131072 \
+			--layout classic --fragments --dedupe --metabox "$src" "$IMG"
 		mz=$(mkfs_z "$set")
 		if [ -n "$mz" ] && have mkfs.erofs; then
 			one mkfs.erofs "$set" "$src" mkfs.erofs --quiet "-z$mz" "$IMG" "$src"
@@ -121,6 +128,11 @@ for src in "${CORPORA[@]}"; do
 				case $set in lz4*) ;; *) e=$e,48bit ;; esac
 				one mkfs.erofs-best "$set" "$src" mkfs.erofs --quiet \
 					"-z$mz" -C131072 "$e" --workers=2 "$IMG" "$src"
+				if [ $MKFS_MBX = 1 ]; then
+					one mkfs.erofs-mbx "$set" "$src" mkfs.erofs \
+						--quiet "-z$mz" -C131072 "$e" -m16384 \
+						--workers=2 "$IMG" "$src"
+				fi
 			fi
 		fi
 		if have mksquashfs; then

@@ -46,6 +46,7 @@ enum kiln_compress_flags {
 	KILN_COMPRESS_ZTAILPACKING = 1u << 0,	/* inline the last pcluster */
 	KILN_COMPRESS_FRAGMENTS	= 1u << 1,	/* tails into the packed inode */
 	KILN_COMPRESS_DEDUPE	= 1u << 2,	/* share identical pclusters */
+	KILN_COMPRESS_METABOX	= 1u << 3,	/* compress the inodes (6.17+) */
 };
 
 /* A snapshot of a running build, handed to kiln_build_opts.progress. */

@@ -88,6 +88,27 @@ static void settle_times(struct kiln_build *b)
 	b->epoch = (o->flags & KILN_BUILD_FIXED_MTIME) ? o->fixed_mtime
 						       : b->build_time;
 	b->fixed_nsec = 0;
+	if (!kiln_zctx_extents(b->zctx) &&
+	    !(b->zctx && (o->compress_flags & KILN_COMPRESS_METABOX)))
+		return;
+	/*
+	 * An image only 6.15+ kernels mount anyway (48-bit layout, metabox):
+	 * compact inodes may store their mtime as seconds after the epoch,
+	 * so the epoch becomes the oldest mtime. The 48-bit feature is what
+	 * tells older kernels (which would take every compact mtime for the
+	 * epoch) to refuse it.
+	 */
+	{
+		int64_t oldest = INT64_MAX;
+
+		for (size_t i = 0; i < b->nr_nodes; i++)
+			oldest = KILN_MIN(oldest, b->nodes[i]->mtime);
+		if (oldest == INT64_MAX)
+			return;
+		b->epoch = oldest;
+		b->rel_mtime = true;
+		b->feature_incompat |= EROFS_FEATURE_INCOMPAT_48BIT;
+	}
 }
 
 static void build_release(struct kiln_build *b)

@@ -54,7 +54,9 @@ static int shape_inode(struct kiln_build *b, struct kiln_node *n)
 {
 	char path[KILN_PATH_BUF];
 
-	n->extended = !kiln_inode_fits_compact(n, b->epoch, b->fixed_nsec);
+	n->extended = b->rel_mtime ?
+		!kiln_inode_fits_compact_rel(n, b->epoch, b->fixed_nsec) :
+		!kiln_inode_fits_compact(n, b->epoch, b->fixed_nsec);
 	if (!kiln_xattr_ibody_size(n->xattrs, n->nr_xattrs, &n->xattr_size))
 		return 0;
 	kiln_log(&b->lg, KILN_LOG_ERROR, "%s: xattrs too large for one inode",

@@ -3,6 +3,8 @@
  * Inode cores: compact (32 bytes) when it stores the inode exactly,
  * extended (64 bytes) otherwise, and their encoding.
  */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -22,6 +24,44 @@ bool kiln_inode_fits_compact(const struct kiln_node *n, int64_t epoch,
 	return n->size <= UINT32_MAX && n->uid <= UINT16_MAX &&
 	       n->gid <= UINT16_MAX && n->nlink <= UINT16_MAX &&
 	       n->mtime == epoch && n->mtime_nsec == fixed_nsec;
+}
+
+/*
+ * The same for an image only 6.15+ kernels mount (48-bit layout): there
+ * i_mtime counts seconds after the epoch, so any mtime in the 2^32 seconds
+ * that follow it fits.
+ */
+bool kiln_inode_fits_compact_rel(const struct kiln_node *n, int64_t epoch,
+				 uint32_t fixed_nsec)
+{
+	return n->size <= UINT32_MAX && n->uid <= UINT16_MAX &&
+	       n->gid <= UINT16_MAX && n->nlink <= UINT16_MAX &&
+	       n->mtime >= epoch && (uint64_t)n->mtime - (uint64_t)epoch <= UINT32_MAX &&
+	       n->mtime_nsec == fixed_nsec;
+}
+
+int kiln_nodes_push_special(struct kiln_build *b, uint64_t size,
+			    struct kiln_node **out)
+{
+	struct kiln_node *n = calloc(1, sizeof(*n));
+	int err;
+
+	*out = NULL;
+	if (!n)
+		return -ENOMEM;
+	err = kiln_nodes_push(b, n);
+	if (err) {
+		free(n);
+		return err;
+	}
+	n->mode = S_IFREG | 0600;
+	n->nlink = 1;
+	n->mtime = b->epoch;
+	n->mtime_nsec = b->fixed_nsec;
+	n->size = size;
+	n->extended = !kiln_inode_fits_compact(n, b->epoch, b->fixed_nsec);
+	*out = n;
+	return 0;
 }
 
 unsigned int kiln_inode_core_size(const struct kiln_node *n)
@@ -58,7 +98,8 @@ static uint32_t inode_iu(const struct kiln_node *n)
 	return (uint32_t)n->startblk;
 }
 
-void kiln_inode_encode_core(const struct kiln_node *n, void *dst)
+void kiln_inode_encode_core(const struct kiln_node *n, int64_t epoch,
+			    void *dst)
 {
 	uint16_t format = (uint16_t)(n->datalayout << EROFS_I_DATALAYOUT_SHIFT);
 	uint16_t icount = n->xattr_size ? (uint16_t)((n->xattr_size - 12) / 4 + 1)
@@ -86,7 +127,7 @@ void kiln_inode_encode_core(const struct kiln_node *n, void *dst)
 	kiln_put_le16(p + 4, (uint16_t)n->mode);
 	kiln_put_le16(p + 6, (uint16_t)n->nlink);
 	kiln_put_le32(p + 8, (uint32_t)n->size);
-	kiln_put_le32(p + 12, 0);	/* mtime == epoch, see above */
+	kiln_put_le32(p + 12, (uint32_t)((uint64_t)n->mtime - (uint64_t)epoch));
 	kiln_put_le32(p + 16, inode_iu(n));
 	kiln_put_le32(p + 20, n->ino);
 	kiln_put_le16(p + 24, (uint16_t)n->uid);

@@ -116,6 +116,7 @@ struct kiln_build {
 	unsigned int blkszbits;
 	uint32_t blksz;
 	int64_t epoch;			/* compact mtime base */
+	bool rel_mtime;			/* compact i_mtime may be nonzero */
 	uint32_t fixed_nsec;
 	int64_t build_time;
 	int64_t newest_mtime;		/* across the tree */
@@ -130,6 +131,7 @@ struct kiln_build {
 	struct kiln_out *out;
 	struct kiln_zctx *zctx;		/* NULL: no compression */
 	struct kiln_node *packed;	/* packed inode (fragments), in nodes */
+	struct kiln_node *metabox;	/* metabox inode, in nodes, or NULL */
 	struct kiln_packer *packer;	/* packed inode being compressed */
 	struct kiln_threadpool *pool;	/* workers (pipeline.c), NULL: -j1 */
 	uint8_t *tails;			/* inline tails of all files */
@@ -190,9 +192,20 @@ void kiln_xattr_sort(struct kiln_xattr_item **items, uint16_t *n);
 /* inode.c */
 bool kiln_inode_fits_compact(const struct kiln_node *n, int64_t epoch,
 			     uint32_t fixed_nsec);
+/*
+ * A regular file the image needs for itself (packed inode, metabox),
+ * linked from no directory: @size bytes, mode 0600, stamped with the
+ * epoch, appended to b->nodes. The caller sets its data. 0 or -ENOMEM.
+ */
+int kiln_nodes_push_special(struct kiln_build *b, uint64_t size,
+			    struct kiln_node **n);
+/* The same where i_mtime counts from the epoch (6.15+ images). */
+bool kiln_inode_fits_compact_rel(const struct kiln_node *n, int64_t epoch,
+				 uint32_t fixed_nsec);
 unsigned int kiln_inode_core_size(const struct kiln_node *n);
-/* Encode the core (32 or 64 bytes) of @n into @dst. */
-void kiln_inode_encode_core(const struct kiln_node *n, void *dst);
+/* Encode the core (32 or 64 bytes) of @n; a compact one stores mtime - @epoch. */
+void kiln_inode_encode_core(const struct kiln_node *n, int64_t epoch,
+			    void *dst);
 uint8_t kiln_inode_ftype(uint32_t mode);
 uint32_t kiln_inode_encode_rdev(dev_t rdev);
 
@@ -344,6 +357,22 @@ bool kiln_packed_wanted(const struct kiln_build *b);
 /* layout.c */
 int kiln_layout_assign_nids(struct kiln_build *b);
 int kiln_layout_write_meta(struct kiln_build *b);
+/* Whether the inodes go into a metabox (compressed metadata). */
+bool kiln_layout_metabox(const struct kiln_build *b);
+
+/*
+ * metabox.c: the metabox inode's content, @size bytes, given in order by
+ * kiln_metabox_write() (@off: the content offset, strictly forward) and
+ * compressed as it comes into blocks appended to the image; _finish()
+ * appends the metabox inode to b->nodes (*@node). 0 or -errno.
+ */
+struct kiln_metabox;
+int kiln_metabox_open(struct kiln_build *b, uint64_t size,
+		      struct kiln_metabox **m);
+int kiln_metabox_write(struct kiln_metabox *m, const void *data, size_t len,
+		       uint64_t off);
+int kiln_metabox_finish(struct kiln_metabox *m, struct kiln_node **node);
+void kiln_metabox_free(struct kiln_metabox *m);
 
 /* super.c */
 int kiln_super_write(struct kiln_build *b);

@@ -187,21 +187,24 @@ static int place(struct placer *p, struct kiln_node *n)
 	return 0;
 }
 
-int kiln_layout_assign_nids(struct kiln_build *b)
+/*
+ * Place nodes @v[0..@nr) (except @skip) from byte @start: image offsets,
+ * or content offsets of the metabox. Their nids count 32-byte slots from
+ * @nid_base, with @nid_bit ORed in. *@end: the end of the area.
+ */
+static int place_nodes(struct kiln_build *b, struct kiln_node **v, size_t nr,
+		       const struct kiln_node *skip, uint64_t start,
+		       uint64_t nid_base, uint64_t nid_bit, uint64_t *end)
 {
-	struct placer p = { .b = b };
-	kiln_blk_t data_end = kiln_out_next_blk(b->out);
-	uint64_t base;
-	int err;
+	struct placer p = { .b = b, .cursor = start };
 
-	/* nid 0 would be st_ino 0, which tools take for a deleted entry */
-	b->meta_blkaddr = data_end - 1;
-	base = (uint64_t)b->meta_blkaddr << b->blkszbits;
-	b->meta_start = p.cursor = (uint64_t)data_end << b->blkszbits;
-	for (size_t i = 0; i < b->nr_nodes; i++) {
-		struct kiln_node *n = b->nodes[i];
+	for (size_t i = 0; i < nr; i++) {
+		struct kiln_node *n = v[i];
 		char path[KILN_PATH_BUF];
+		int err;
 
+		if (n == skip)
+			continue;
 		err = place(&p, n);
 		if (err) {
 			kiln_log(&b->lg, KILN_LOG_ERROR,
@@ -209,10 +212,52 @@ int kiln_layout_assign_nids(struct kiln_build *b)
 				 kiln_node_path(b, n, path, sizeof(path)));
 			return err;
 		}
-		n->nid = (n->inode_off - base) >> EROFS_ISLOT_BITS;
-		n->ino = (uint32_t)(i + 1);
+		n->nid = ((n->inode_off - nid_base) >> EROFS_ISLOT_BITS) | nid_bit;
 	}
-	b->meta_end = p.cursor;
+	*end = p.cursor;
+	return 0;
+}
+
+bool kiln_layout_metabox(const struct kiln_build *b)
+{
+	return b->zctx && (b->opts.compress_flags & KILN_COMPRESS_METABOX);
+}
+
+int kiln_layout_assign_nids(struct kiln_build *b)
+{
+	kiln_blk_t data_end = kiln_out_next_blk(b->out);
+	uint64_t base;
+	int err;
+
+	for (size_t i = 0; i < b->nr_nodes; i++)
+		b->nodes[i]->ino = (uint32_t)(i + 1);
+	if (kiln_layout_metabox(b)) {
+		/*
+		 * Everything but the packed inode goes into the metabox; the
+		 * packed inode and the metabox inode itself are placed after
+		 * the metabox's data, by kiln_layout_write_meta().
+		 */
+		b->meta_start = 0;
+		err = place_nodes(b, b->nodes, b->nr_nodes, b->packed, 0, 0,
+				  1ull << EROFS_NID_METABOX_BIT, &b->meta_end);
+		if (err)
+			return err;
+		b->feature_incompat |= EROFS_FEATURE_INCOMPAT_METABOX |
+				       EROFS_FEATURE_INCOMPAT_48BIT;
+		kiln_log(&b->lg, KILN_LOG_INFO,
+			 "%zu inodes: %llu data blocks, %llu bytes of metabox",
+			 b->nr_nodes, (unsigned long long)data_end,
+			 (unsigned long long)b->meta_end);
+		return 0;
+	}
+	/* nid 0 would be st_ino 0, which tools take for a deleted entry */
+	b->meta_blkaddr = data_end - 1;
+	base = (uint64_t)b->meta_blkaddr << b->blkszbits;
+	b->meta_start = (uint64_t)data_end << b->blkszbits;
+	err = place_nodes(b, b->nodes, b->nr_nodes, NULL, b->meta_start, base,
+			  0, &b->meta_end);
+	if (err)
+		return err;
 	kiln_log(&b->lg, KILN_LOG_INFO,
 		 "%zu inodes: %llu data blocks, %llu bytes of inode area",
 		 b->nr_nodes, (unsigned long long)data_end,
@@ -232,6 +277,7 @@ int kiln_layout_assign_nids(struct kiln_build *b)
  */
 struct metawin {
 	struct kiln_build *b;
+	struct kiln_metabox *mbx;	/* the sink, or NULL: the image */
 	uint64_t base;			/* image offset of buf[0] */
 	uint64_t hi;			/* end of written bytes */
 	uint8_t *buf;
@@ -247,7 +293,10 @@ static int win_flush(struct metawin *w, uint64_t upto)
 	if (upto <= w->base)
 		return 0;
 	len = upto - w->base;
-	err = kiln_out_pwrite(w->b->out, w->buf, (size_t)len, w->base);
+	if (w->mbx)
+		err = kiln_metabox_write(w->mbx, w->buf, (size_t)len, w->base);
+	else
+		err = kiln_out_pwrite(w->b->out, w->buf, (size_t)len, w->base);
 	if (err)
 		return err;
 	memmove(w->buf, w->buf + len, (size_t)(w->hi - upto));
@@ -343,7 +392,7 @@ static int write_inode(struct kiln_build *b, struct kiln_node *n,
 	p = win_get(w, n->inode_off, (size_t)len, low);
 	if (!p)
 		return -ENOMEM;
-	kiln_inode_encode_core(n, p);
+	kiln_inode_encode_core(n, b->epoch, p);
 	if (n->xattr_size)
 		kiln_xattr_encode_ibody(n->xattrs, n->nr_xattrs,
 					!(b->opts.flags & KILN_BUILD_NO_XATTR_FILTER),
@@ -364,12 +413,17 @@ static int write_inode(struct kiln_build *b, struct kiln_node *n,
 	return 0;
 }
 
-int kiln_layout_write_meta(struct kiln_build *b)
+/*
+ * Write nodes @v[0..@nr) (except @skip), placed in [@start, @end), through
+ * a window onto the image or into the metabox @mbx.
+ */
+static int write_nodes(struct kiln_build *b, struct kiln_node **v, size_t nr,
+		       const struct kiln_node *skip, uint64_t start,
+		       uint64_t end, struct kiln_metabox *mbx)
 {
-	struct metawin w = { .b = b, .base = b->meta_start, .hi = b->meta_start };
-	uint64_t *low = malloc((b->nr_nodes + 1) * sizeof(*low));
+	struct metawin w = { .b = b, .mbx = mbx, .base = start, .hi = start };
+	uint64_t *low = malloc((nr + 1) * sizeof(*low));
 	void *block = malloc(b->blksz);
-	uint64_t end;
 	int err = -ENOMEM;
 
 	w.cap = 4u << 20;
@@ -377,45 +431,102 @@ int kiln_layout_write_meta(struct kiln_build *b)
 	if (!low || !block || !w.buf)
 		goto out;
 	/* low[i]: lowest inode position among nodes i.. (all later writes) */
-	low[b->nr_nodes] = b->meta_end;
-	for (size_t i = b->nr_nodes; i--;)
-		low[i] = KILN_MIN(low[i + 1], b->nodes[i]->inode_off);
-	for (size_t i = 0; i < b->nr_nodes; i++) {
-		err = write_inode(b, b->nodes[i], &w, low[i], block);
-		if (err)
-			goto out;
-	}
-	w.hi = KILN_MAX(w.hi, b->meta_end);
-	err = win_flush(&w, b->meta_end);
+	low[nr] = end;
+	for (size_t i = nr; i--;)
+		low[i] = v[i] == skip ? low[i + 1]
+				      : KILN_MIN(low[i + 1], v[i]->inode_off);
+	err = 0;
+	for (size_t i = 0; !err && i < nr; i++)
+		if (v[i] != skip)
+			err = write_inode(b, v[i], &w, low[i], block);
 	if (err)
 		goto out;
+	w.hi = KILN_MAX(w.hi, end);
+	err = win_flush(&w, end);
+out:
+	free(w.buf);
+	free(block);
+	free(low);
+	return err;
+}
+
+/*
+ * The metabox: its content (every inode but the packed one) compressed
+ * into the image, then the packed and metabox inodes in a small inode
+ * area of their own after it. Returns that area's end in *@end.
+ */
+static int write_metabox(struct kiln_build *b, uint64_t *end)
+{
+	struct kiln_metabox *mbx = NULL;
+	struct kiln_node *outer[2];
+	size_t nr = 0;
+	kiln_blk_t first = kiln_out_next_blk(b->out), data_end;
+	uint64_t start;
+	int err;
+
+	err = kiln_metabox_open(b, b->meta_end, &mbx);
+	if (!err)
+		err = write_nodes(b, b->nodes, b->nr_nodes, b->packed, 0,
+				  b->meta_end, mbx);
+	if (!err)
+		err = kiln_metabox_finish(mbx, &b->metabox);
+	kiln_metabox_free(mbx);
+	if (err)
+		return err;
+	b->metabox->ino = (uint32_t)b->nr_nodes;
+	outer[nr++] = b->metabox;
+	if (b->packed)
+		outer[nr++] = b->packed;
+	data_end = kiln_out_next_blk(b->out);
+	b->meta_blkaddr = data_end - 1;		/* no nid 0 here either */
+	start = (uint64_t)data_end << b->blkszbits;
+	err = place_nodes(b, outer, nr, NULL, start,
+			  (uint64_t)b->meta_blkaddr << b->blkszbits, 0, end);
+	if (!err)
+		err = write_nodes(b, outer, nr, NULL, start, *end, NULL);
+	if (!err)
+		kiln_log(&b->lg, KILN_LOG_INFO,
+			 "metabox: %llu bytes of inodes in %llu blocks",
+			 (unsigned long long)b->meta_end,
+			 (unsigned long long)(data_end - first));
+	return err;
+}
+
+int kiln_layout_write_meta(struct kiln_build *b)
+{
+	uint64_t end;
+	int err;
+
+	if (kiln_layout_metabox(b))
+		err = write_metabox(b, &end);
+	else
+		err = write_nodes(b, b->nodes, b->nr_nodes, NULL,
+				  b->meta_start, b->meta_end, NULL);
+	if (err)
+		return err;
+	if (!kiln_layout_metabox(b))
+		end = b->meta_end;
 	/* the shared xattr area starts at the next block */
-	end = kiln_round_up(b->meta_end, b->blksz);
+	end = kiln_round_up(end, b->blksz);
 	b->xattr_blkaddr = 0;
 	if (b->xt.shared_size) {
 		uint8_t *shared = calloc(1, b->xt.shared_size);
 
-		if (!shared) {
-			err = -ENOMEM;
-			goto out;
-		}
+		if (!shared)
+			return -ENOMEM;
 		b->xattr_blkaddr = end >> b->blkszbits;
 		kiln_xattr_encode_shared(&b->xt, shared);
 		err = kiln_out_pwrite(b->out, shared, b->xt.shared_size, end);
 		free(shared);
 		if (err)
-			goto out;
+			return err;
 		end = kiln_round_up(end + b->xt.shared_size, b->blksz);
 	}
 	b->image_blocks = end >> b->blkszbits;
 	if (b->image_blocks > UINT32_MAX) {
 		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: image would exceed 2^32 blocks",
 			 b->image);
-		err = -EFBIG;
+		return -EFBIG;
 	}
-out:
-	free(w.buf);
-	free(block);
-	free(low);
-	return err;
+	return 0;
 }

@@ -369,19 +369,9 @@ int kiln_packed_write(struct kiln_build *b)
 
 	if (!zc || !zc->frag || !kiln_zfrag_size(zc->frag))
 		return 0;
-	n = calloc(1, sizeof(*n));
-	if (!n)
-		return -ENOMEM;
-	err = kiln_nodes_push(b, n);
-	if (err) {
-		free(n);
+	err = kiln_nodes_push_special(b, kiln_zfrag_size(zc->frag), &n);
+	if (err)
 		return err;
-	}
-	n->mode = S_IFREG | 0600;
-	n->nlink = 1;
-	n->mtime = b->epoch;
-	n->size = kiln_zfrag_size(zc->frag);
-	n->extended = !kiln_inode_fits_compact(n, b->epoch, b->fixed_nsec);
 	b->packed = n;
 	if (!b->packer) {
 		err = packer_new(b, &b->packer);

@@ -18,8 +18,11 @@
 
 kiln_blk_t kiln_super_first_data_blk(unsigned int blkszbits)
 {
-	/* room for the compression config records after the superblock */
-	uint64_t sb_end = EROFS_SUPER_OFFSET + EROFS_SB_BASE_SIZE + 128;
+	/*
+	 * Room for the compression config records after the superblock and
+	 * its extension slot (metabox_nid).
+	 */
+	uint64_t sb_end = EROFS_SUPER_OFFSET + EROFS_SB_BASE_SIZE + 16 + 128;
 
 	return kiln_div_round_up(sb_end, 1ull << blkszbits);
 }
@@ -88,8 +91,19 @@ int kiln_super_write(struct kiln_build *b)
 	uint8_t block[4096];
 	struct erofs_super_block *sb = (void *)block;
 
+	size_t sb_size = sizeof(*sb);
+
 	memset(block, 0, sizeof(block));
 	fill_super(b, sb);
+	if (b->metabox) {
+		/* one 16-byte extension slot, which starts with metabox_nid */
+		sb->sb_extslots = 1;
+		sb_size += 16;
+		kiln_put_le64(block + EROFS_SB_METABOX_NID_OFF, b->metabox->nid);
+		/* the root lives in the metabox: its nid needs 64 bits */
+		sb->rootnid_8b = kiln_cpu_to_le64(b->root->nid);
+		sb->rb.blocks_hi = kiln_cpu_to_le16((uint16_t)(b->image_blocks >> 32));
+	}
 	if (b->zctx) {
 		uint32_t incompat;
 		uint16_t u1;
@@ -99,9 +113,8 @@ int kiln_super_write(struct kiln_build *b)
 		sb->feature_incompat |= kiln_cpu_to_le32(incompat);
 		sb->u1.available_compr_algs = kiln_cpu_to_le16(u1);
 		cfgs = kiln_zctx_cfgs_encode(b->zctx,
-					     EROFS_SUPER_OFFSET + sizeof(*sb),
-					     block + sizeof(*sb),
-					     len - sizeof(*sb));
+					     EROFS_SUPER_OFFSET + sb_size,
+					     block + sb_size, len - sb_size);
 		if (cfgs < 0)
 			return (int)cfgs;
 	}

@@ -398,9 +398,12 @@ int kiln_verify(struct kiln_build *b, uint64_t size)
 			 b->image);
 		err = -EIO;
 	}
-	/* the packed inode has no source: the files it serves check it */
+	/*
+	 * The packed and metabox inodes have no source: the files they serve
+	 * check them.
+	 */
 	for (size_t i = 0; !err && i < b->nr_nodes; i++)
-		if (b->nodes[i] != b->packed)
+		if (b->nodes[i] != b->packed && b->nodes[i] != b->metabox)
 			err = check_node(&v, b->nodes[i]);
 	kiln_image_close(v.img);
 out:

@@ -311,6 +311,11 @@ void kiln_zctx_note_file(struct kiln_zctx *zc, const struct kiln_zfile *zf)
 	pthread_mutex_unlock(&zc->lock);
 }
 
+bool kiln_zctx_extents(const struct kiln_zctx *zc)
+{
+	return zc && zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS;
+}
+
 void kiln_zctx_features(const struct kiln_zctx *zc, uint32_t *incompat,
 			uint16_t *u1)
 {

@@ -42,6 +42,8 @@ void kiln_zctx_free(struct kiln_zctx *zc);
  */
 void kiln_zctx_features(const struct kiln_zctx *zc, uint32_t *incompat,
 			uint16_t *u1);
+/* True when @zc maps files as 48-bit extents (images for Linux 6.15+). */
+bool kiln_zctx_extents(const struct kiln_zctx *zc);
 /*
  * Encode the compression config records that follow the superblock,
  * starting at image byte @pos (1024 + superblock size), into @dst. Returns

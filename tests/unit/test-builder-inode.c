@@ -58,6 +58,30 @@ TEST(extended_when_a_field_does_not_fit)
 	CHECK(!kiln_inode_fits_compact(&n, EPOCH, 0));
 }
 
+TEST(relative_mtime_fits_in_the_2_32_seconds_after_the_epoch)
+{
+	struct kiln_node n = plain_file();
+	uint8_t raw[32];
+
+	n.mtime = EPOCH + 12345;
+	CHECK(!kiln_inode_fits_compact(&n, EPOCH, 0));
+	CHECK(kiln_inode_fits_compact_rel(&n, EPOCH, 0));
+	kiln_inode_encode_core(&n, EPOCH, raw);
+	CHECK_EQ(kiln_get_le32(raw + 12), 12345);
+	n.mtime = EPOCH + (int64_t)UINT32_MAX;
+	CHECK(kiln_inode_fits_compact_rel(&n, EPOCH, 0));
+	n.mtime = EPOCH + (int64_t)UINT32_MAX + 1;
+	CHECK(!kiln_inode_fits_compact_rel(&n, EPOCH, 0));
+	n.mtime = EPOCH - 1;
+	CHECK(!kiln_inode_fits_compact_rel(&n, EPOCH, 0));
+	n.mtime = EPOCH;
+	n.mtime_nsec = 1;
+	CHECK(!kiln_inode_fits_compact_rel(&n, EPOCH, 0));
+	n.mtime_nsec = 0;
+	n.uid = 65536;
+	CHECK(!kiln_inode_fits_compact_rel(&n, EPOCH, 0));
+}
+
 TEST(compact_core_fields_land_at_their_offsets)
 {
 	struct kiln_node n = plain_file();
@@ -68,7 +92,7 @@ TEST(compact_core_fields_land_at_their_offsets)
 	n.xattr_size = 24;
 	n.ino = 9;
 	CHECK_EQ(kiln_inode_core_size(&n), 32);
-	kiln_inode_encode_core(&n, raw);
+	kiln_inode_encode_core(&n, EPOCH, raw);
 	CHECK_EQ(kiln_get_le16(raw), EROFS_INODE_FLAT_INLINE << 1);
 	CHECK_EQ(kiln_get_le16(raw + 2), (24 - 12) / 4 + 1);
 	CHECK_EQ(kiln_get_le16(raw + 4), S_IFREG | 0644);
@@ -97,7 +121,7 @@ TEST(extended_core_keeps_64bit_size_and_nanoseconds)
 	n.datalayout = EROFS_INODE_CHUNK_BASED;
 	n.chunk_format = 8;
 	CHECK_EQ(kiln_inode_core_size(&n), 64);
-	kiln_inode_encode_core(&n, raw);
+	kiln_inode_encode_core(&n, EPOCH, raw);
 	CHECK_EQ(kiln_get_le16(raw), (EROFS_INODE_CHUNK_BASED << 1) | 1);
 	CHECK_EQ(kiln_get_le16(raw + 2), 0);
 	CHECK_EQ(kiln_get_le16(raw + 6), 0);		/* i_nb: no high bits */
@@ -124,7 +148,7 @@ TEST(device_numbers_use_the_new_encoding)
 	n.size = 0;
 	n.rdev = kiln_inode_encode_rdev(makedev(1, 3));
 	n.startblk = 55;	/* ignored for devices */
-	kiln_inode_encode_core(&n, raw);
+	kiln_inode_encode_core(&n, EPOCH, raw);
 	CHECK_EQ(kiln_get_le32(raw + 16), 0x103);
 }
 
@@ -141,6 +165,7 @@ TEST(file_types_map_to_dirent_types)
 
 TAP_MAIN(TAP_ENTRY(compact_when_everything_fits_exactly),
 	 TAP_ENTRY(extended_when_a_field_does_not_fit),
+	 TAP_ENTRY(relative_mtime_fits_in_the_2_32_seconds_after_the_epoch),
 	 TAP_ENTRY(compact_core_fields_land_at_their_offsets),
 	 TAP_ENTRY(extended_core_keeps_64bit_size_and_nanoseconds),
 	 TAP_ENTRY(device_numbers_use_the_new_encoding),

@@ -40,6 +40,7 @@ enum {
 	OPT_NO_FRAGMENTS,
 	OPT_DEDUPE,
 	OPT_NO_DEDUPE,
+	OPT_METABOX,
 	OPT_RAW_MARGIN,
 	OPT_COMPRESS_HINTS,
 	OPT_MEMORY_LIMIT,
@@ -367,6 +368,13 @@ static int set_dedupe(struct build_cli *c, const char *arg)
 	return 0;
 }
 
+static int set_metabox(struct build_cli *c, const char *arg)
+{
+	(void)arg;
+	c->opts.compress_flags |= KILN_COMPRESS_METABOX;
+	return 0;
+}
+
 static int set_no_dedupe(struct build_cli *c, const char *arg)
 {
 	(void)arg;
@@ -445,6 +453,8 @@ static const struct build_option {
 	{ { "no-dedupe", OPT_NO_DEDUPE, NULL, "write every file's data, "
 			"even when an identical copy is in the image" },
 	  set_no_dedupe },
+	{ { "metabox", OPT_METABOX, NULL, "compress the inodes too, in a "
+			"metadata inode (Linux 6.17+)" }, set_metabox },
 	{ { "compress-hints", OPT_COMPRESS_HINTS, "FILE", "per-file "
 			"compression: lines 'GLOB ALG[:LEVEL] [PCLUSTER_SIZE]', "
 			"first match wins (at most two algorithms per image)" },
@@ -558,6 +568,12 @@ int cmd_build(int argc, char **argv)
 	}
 	c.opts.excludes = c.excludes;
 	c.opts.nr_excludes = c.nr_excludes;
+	if ((c.opts.compress_flags & KILN_COMPRESS_METABOX) &&
+	    c.opts.compress.codec == KILN_CODEC_NONE) {
+		rc = cli_usage_error(&build_spec, "--metabox needs a "
+				     "compression algorithm (-z)");
+		goto out;
+	}
 	/* sharing costs a hash per pcluster (workers) and saves much */
 	if (c.opts.compress.codec != KILN_CODEC_NONE && !c.no_dedupe)
 		c.opts.compress_flags |= KILN_COMPRESS_DEDUPE;
