@@ -4,7 +4,9 @@
  * KILN_PROGRESS_INTERVAL_NS to the caller's callback with a smoothed rate
  * and an ETA.
  */
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -18,10 +20,26 @@ uint64_t kiln_monotonic_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * The process's own high-water mark (VmHWM). getrusage()'s ru_maxrss
+ * survives execve(), so a build started by a large parent would report
+ * the parent's peak; it is the fallback where /proc is missing.
+ */
 uint64_t kiln_peak_rss(void)
 {
+	FILE *f = fopen("/proc/self/status", "re");
+	unsigned long long kib = 0;
 	struct rusage ru;
+	char line[128];
+	bool found = false;
 
+	if (f) {
+		while (!found && fgets(line, sizeof(line), f))
+			found = sscanf(line, "VmHWM: %llu kB", &kib) == 1;
+		fclose(f);
+	}
+	if (found)
+		return (uint64_t)kib * 1024;
 	if (getrusage(RUSAGE_SELF, &ru) || ru.ru_maxrss < 0)
 		return 0;
 	return (uint64_t)ru.ru_maxrss * 1024;	/* Linux: kilobytes */
