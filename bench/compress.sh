@@ -3,9 +3,10 @@
 #   kiln (defaults), kiln-best (128 KiB pclusters/extents, fragments, dedupe),
 #   kiln-min (the smallest kiln makes: classic fixed-output 128 KiB
 #   pclusters, fragments, dedupe and compressed metadata, --metabox),
-#   mkfs.erofs (-z only) and mkfs.erofs-best (-C131072 and its -E options:
-#   fragments, dedupe, 48bit where the algorithm allows; erofs-utils 1.9+),
-#   mkfs.erofs-mbx (mkfs.erofs-best with -m16384, metadata compression),
+#   mkfs.erofs (-z only), mkfs.erofs-best (-C131072 -Efragments,dedupe:
+#   fixed-output pclusters; erofs-utils 1.9+), mkfs.erofs-48bit (the same
+#   with -E48bit, not for lz4/lz4hc), mkfs.erofs-mbx (with -m16384,
+#   metadata compression, which implies the 48-bit layout),
 #   mksquashfs (its defaults: 128 KiB blocks, fragments, duplicate files)
 # for lz4, lz4hc, deflate:6 (squashfs: gzip -6), zstd:3, zstd:15 and
 # lzma:6 (squashfs: xz), on each corpus.
@@ -93,11 +94,11 @@ one() {
 
 mib() { awk -v b="$1" 'BEGIN { if (b == "nan") print "nan"; else printf "%.1f", b / 1048576 }'; }
 
-TOOLS=(kiln kiln-best kiln-min mkfs.erofs mkfs.erofs-best mkfs.erofs-mbx mksquashfs)
+TOOLS=(kiln kiln-best kiln-min mkfs.erofs mkfs.erofs-best mkfs.erofs-48bit mkfs.erofs-mbx mksquashfs)
 {
 	echo "# bench/compress.sh $STAMP on $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "# kiln: $KILN -j2; kiln-best: + -C 131072 --fragments --dedupe; kiln-min: --layout classic -C 131072 --fragments --dedupe --metabox (Linux 6.17+)"
-	echo "# mkfs.erofs: ${MKFS_VER:-erofs-utils 1.5}$([ $MKFS_NEW = 1 ] && echo '; best: -C131072 -Efragments,dedupe (+ -E48bit except lz4/lz4hc) --workers=2')$([ $MKFS_MBX = 1 ] && echo '; mbx: best + -m16384')"
+	echo "# mkfs.erofs: ${MKFS_VER:-erofs-utils 1.5}$([ $MKFS_NEW = 1 ] && echo '; best: -C131072 -Efragments,dedupe --workers=2 (fixed-output pclusters); 48bit: + -E48bit (not lz4/lz4hc)')$([ $MKFS_MBX = 1 ] && echo '; mbx: best + -m16384')"
 	echo "# mksquashfs: -processors 2 -noappend, 128 KiB blocks"
 	echo "# size_r: tool size / kiln-best size (above 1: kiln-best is smaller)"
 } | tee "$TXT"
@@ -125,9 +126,15 @@ for src in "${CORPORA[@]}"; do
 			one mkfs.erofs "$set" "$src" mkfs.erofs --quiet "-z$mz" "$IMG" "$src"
 			if [ $MKFS_NEW = 1 ]; then
 				e=-Efragments,dedupe
-				case $set in lz4*) ;; *) e=$e,48bit ;; esac
 				one mkfs.erofs-best "$set" "$src" mkfs.erofs --quiet \
 					"-z$mz" -C131072 "$e" --workers=2 "$IMG" "$src"
+				case $set in
+				lz4*) ;;
+				*) one mkfs.erofs-48bit "$set" "$src" mkfs.erofs \
+					--quiet "-z$mz" -C131072 "$e,48bit" \
+					--workers=2 "$IMG" "$src" ;;
+				esac
+				# -m puts the root in the metabox: 48-bit layout
 				if [ $MKFS_MBX = 1 ]; then
 					one mkfs.erofs-mbx "$set" "$src" mkfs.erofs \
 						--quiet "-z$mz" -C131072 "$e" -m16384 \
