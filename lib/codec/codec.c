@@ -106,7 +106,7 @@ void kiln_codec_dws_fini(const struct kiln_codec_ops *ops, void *ws)
  * close to full: more probes cost a whole compression each.
  */
 #define DESTSIZE_SEARCH_SLACK	16
-#define DESTSIZE_FULL_SHIFT	6	/* within 1/64 of the cap */
+#define DESTSIZE_FULL_SHIFT	8	/* within 1/256 of the cap */
 
 /* Next prefix to try: scale the last fit towards a 98% full output. */
 static size_t destsize_guess(size_t lo, size_t lo_out, size_t hi,
