@@ -17,8 +17,8 @@ import subprocess
 
 import pytest
 
-from helpers import (assert_same, diff_snapshots, have, snapshot,
-                     tree_compare)
+from helpers import assert_same, have, tree_compare
+from test_mkfs_erofs_compat import regular_files
 
 SB = 1024                       # superblock offset
 SB_FEATURE_COMPAT = SB + 0x08
@@ -136,17 +136,6 @@ def walk_lines(mnt):
     return dirs, names
 
 
-def regular_files(root, rng, limit=120):
-    out = []
-    for dirpath, dirnames, filenames in os.walk(os.fsencode(root)):
-        for n in filenames:
-            p = os.path.join(dirpath, n)
-            if os.path.isfile(p) and not os.path.islink(p):
-                out.append(os.path.relpath(p, os.fsencode(root)))
-    out.sort()
-    return out if len(out) <= limit else sorted(rng.sample(out, limit))
-
-
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_kiln_reads_metabox_images_like_the_kernel(
         kiln, mbx_images, scratch, kernel_mount, need_root, variant):
@@ -184,20 +173,12 @@ def test_the_variants_put_the_root_in_the_metabox(mbx_images):
 
 def test_kiln_mount_of_a_metabox_image_matches_the_kernel(
         kiln, mbx_images, need_root):
-    from test_mount import _kernel_view, fuse_unavailable, kiln_mount
+    from test_mount import fuse_unavailable, mount_vs_kernel
     why = fuse_unavailable()
     if why:
         pytest.skip(why)
     img = mbx_images("lzma-fragments-ztailpacking-48bit")
-    ksnap, kextra, _ = _kernel_view(img)
-    with kiln_mount(kiln, img) as m:
-        fsnap = snapshot(m.mnt)
-        diffs = diff_snapshots(ksnap, fsnap)
-        for rel, (size, _blocks, _blksize) in kextra.items():
-            p = os.path.join(os.fsencode(m.mnt), rel) if rel else \
-                os.fsencode(m.mnt)
-            if os.lstat(p).st_size != size:
-                diffs.append(f"/{rel!r}: st_size differs from the kernel's")
+    diffs, _, _ = mount_vs_kernel(kiln, img)
     assert_same(diffs, "kiln mount of a metabox image vs the kernel's mount")
 
 

@@ -216,12 +216,9 @@ def _kernel_view(image):
     return snap, extra, sv
 
 
-@pytest.mark.parametrize("kind", IMAGE_KINDS)
-def test_mount_matches_the_kernel_mount(kiln, images, kind):
-    """The kernel's EROFS is the reference for any image: same paths, types,
-    modes, owners, sizes (directories too), nanosecond times, link counts
-    and hard-link groups, targets, devices, xattrs, bytes, listings."""
-    img, _ = image_of(images, kind)
+def mount_vs_kernel(kiln, img):
+    """Differences between kiln mount of @img and the kernel's mount of it
+    (snapshot, then every st_size), and both statvfs results."""
     ksnap, kextra, ksv = _kernel_view(img)
     with kiln_mount(kiln, img) as m:
         fsnap = snapshot(m.mnt)
@@ -233,6 +230,16 @@ def test_mount_matches_the_kernel_mount(kiln, images, kind):
             if st.st_size != size:
                 diffs.append(f"/{rel!r}: st_size {st.st_size}, kernel {size}")
         sv = os.statvfs(m.mnt)
+    return diffs, sv, ksv
+
+
+@pytest.mark.parametrize("kind", IMAGE_KINDS)
+def test_mount_matches_the_kernel_mount(kiln, images, kind):
+    """The kernel's EROFS is the reference for any image: same paths, types,
+    modes, owners, sizes (directories too), nanosecond times, link counts
+    and hard-link groups, targets, devices, xattrs, bytes, listings."""
+    img, _ = image_of(images, kind)
+    diffs, sv, ksv = mount_vs_kernel(kiln, img)
     assert_same(diffs, f"kiln mount of {kind} vs the kernel's mount")
     # (the kernel reports f_files as "unlimited"; kiln the inode count)
     assert (sv.f_bsize, sv.f_frsize, sv.f_blocks, sv.f_bfree) == \
