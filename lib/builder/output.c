@@ -14,6 +14,7 @@
 
 #include "builder/output.h"
 #include "util/checked.h"
+#include "util/fileio.h"
 
 struct kiln_out {
 	const struct kiln_logger *lg;
@@ -181,19 +182,10 @@ int kiln_out_pwrite(struct kiln_out *out, const void *buf, size_t len,
 
 int kiln_out_pread(struct kiln_out *out, void *buf, size_t len, uint64_t off)
 {
-	char *p = buf;
+	ssize_t n = kiln_pread_full(out->fd, buf, len, off);
 
-	while (len) {
-		ssize_t n = pread(out->fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return out_fail(out, n < 0 ? errno : EIO, "read back failed");
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
+	if (n < 0 || (size_t)n < len)
+		return out_fail(out, n < 0 ? (int)-n : EIO, "read back failed");
 	return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "builder/zfile.h"
 #include "builder/zinternal.h"
 #include "util/checked.h"
+#include "util/fileio.h"
 #include "util/threadpool.h"
 
 #define SEG_SIZE		KILN_ZSEG_SIZE
@@ -75,22 +76,13 @@ static int item_fail(struct data_item *it, int err, const char *what)
 static int item_read(void *ctx, void *buf, size_t len, uint64_t off)
 {
 	struct item_src *src = ctx;
-	char *p = buf;
+	ssize_t n = kiln_pread_full(src->fd, buf, len, off);
 
-	while (len) {
-		ssize_t n = pread(src->fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return item_fail(src->it, errno, NULL);
-		if (n == 0)
-			return item_fail(src->it, EIO,
-					 "file changed size during the build");
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
+	if (n < 0)
+		return item_fail(src->it, (int)-n, NULL);
+	if ((size_t)n < len)
+		return item_fail(src->it, EIO,
+				 "file changed size during the build");
 	return 0;
 }
 

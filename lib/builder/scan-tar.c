@@ -30,6 +30,7 @@
 #include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/fileio.h"
 
 #define TAR_MAX_DEPTH 1024		/* as for directory sources */
 #define TAR_READ_BLOCK (64u * 1024)	/* bytes per read of the archive */
@@ -756,19 +757,9 @@ static int big_read(void *ctx, void *buf, size_t len, uint64_t off)
 	if (!len)
 		return 0;
 	if (g->spill >= 0) {
-		while (len) {
-			ssize_t r = pread(g->spill, p, len,
-					  (off_t)(off - g->held));
+		ssize_t r = kiln_pread_full(g->spill, p, len, off - g->held);
 
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				return r < 0 ? -errno : -EIO;
-			p += r;
-			off += (uint64_t)r;
-			len -= (size_t)r;
-		}
-		return 0;
+		return r < 0 ? (int)r : (size_t)r < len ? -EIO : 0;
 	}
 	if (!g->reading)
 		return -EIO;	/* all of it was held: not reached */
@@ -827,16 +818,10 @@ static int big_spill(struct tar *t, struct tar_big *g)
 					    g->n->size - off);
 
 		err = kiln_tar_data_read(&g->d, buf, n, off);
-		for (size_t done = 0; !err && done < n;) {
-			ssize_t r = pwrite(fd, buf + done, n - done,
-					   (off_t)(off - g->held + done));
-
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r < 0)
-				err = big_fail(t, g, errno, "temporary file");
-			else
-				done += (size_t)r;
+		if (!err) {
+			err = kiln_pwrite_full(fd, buf, n, off - g->held);
+			if (err)
+				err = big_fail(t, g, -err, "temporary file");
 		}
 		off += n;
 	}

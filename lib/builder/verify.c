@@ -23,6 +23,7 @@
 #include "builder/output.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/fileio.h"
 
 #define VERIFY_BUF_SIZE (1u << 20)
 
@@ -231,21 +232,7 @@ static int check_xattrs(struct verify *v, const struct kiln_node *n)
 /* Read exactly @len bytes (fewer only at EOF) of the source at @off. */
 static ssize_t src_read(int fd, uint8_t *buf, size_t len, uint64_t off)
 {
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t r = pread(fd, buf + done, len - done,
-				  (off_t)(off + done));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (!r)
-			break;
-		done += (size_t)r;
-	}
-	return (ssize_t)done;
+	return kiln_pread_full(fd, buf, len, off);
 }
 
 static int open_source(struct verify *v)

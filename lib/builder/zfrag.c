@@ -18,6 +18,7 @@
 
 #include "builder/zfrag.h"
 #include "util/checked.h"
+#include "util/fileio.h"
 
 #define ZFRAG_MEM_DEFAULT	((size_t)16 << 20)
 #define ZFRAG_CMP_CHUNK		((size_t)64 << 10)
@@ -115,40 +116,12 @@ int kiln_zfrag_spilled(const struct kiln_zfrag *fr)
 	return fr->fd >= 0;
 }
 
-static int full_pwrite(int fd, const void *buf, size_t len, uint64_t off)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
+/* Stored bytes are all there: a short read is an I/O error. */
 static int full_pread(int fd, void *buf, size_t len, uint64_t off)
 {
-	uint8_t *p = buf;
+	ssize_t n = kiln_pread_full(fd, buf, len, off);
 
-	while (len) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return n < 0 ? (int)n : (size_t)n < len ? -EIO : 0;
 }
 
 /* Move the contents to an unlinked temporary file. */
@@ -172,7 +145,7 @@ static int zfrag_spill(struct kiln_zfrag *fr)
 		if (fd < 0)
 			return -errno;
 	}
-	err = full_pwrite(fd, fr->buf, (size_t)fr->size, 0);
+	err = kiln_pwrite_full(fd, fr->buf, (size_t)fr->size, 0);
 	if (err) {
 		close(fd);
 		return err;
@@ -200,7 +173,7 @@ static int zfrag_append(struct kiln_zfrag *fr, const void *data, size_t len)
 			return err;
 	}
 	if (fr->fd >= 0)
-		return full_pwrite(fr->fd, data, len, fr->size);
+		return kiln_pwrite_full(fr->fd, data, len, fr->size);
 	if (fr->size + len > fr->cap) {
 		size_t cap = KILN_MAX(fr->cap * 2, (size_t)fr->size + len);
 		uint8_t *nb;
