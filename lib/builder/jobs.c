@@ -46,7 +46,8 @@ struct kiln_jobs {
 	uint64_t max_bytes;
 
 	pthread_mutex_t lock;		/* guards everything below */
-	pthread_cond_t head_done;	/* the slot at @head_seq became DONE */
+	/* the slot at @head_seq became DONE, or a finished item shrank */
+	pthread_cond_t head_done;
 	struct kiln_job_slot *slots;
 	uint64_t head_seq;		/* oldest item not yet released */
 	uint64_t next_seq;		/* sequence number of the next submit */
@@ -75,7 +76,8 @@ static void job_run(void *arg)
 	struct kiln_job_slot *s = arg;
 	struct kiln_jobs *j = s->jobs;
 	int widx = kiln_threadpool_worker_index();
-	bool skip;
+	uint64_t held = UINT64_MAX;
+	bool skip, shrunk = false;
 	int err = 0;
 
 	pthread_mutex_lock(&j->lock);
@@ -86,11 +88,20 @@ static void job_run(void *arg)
 		err = j->ops.process(j->ctx, s->item,
 				     widx < 0 ? 0 : (unsigned int)widx);
 
+	if (!skip && !err && j->ops.held)
+		held = j->ops.held(j->ctx, s->item);
+
 	pthread_mutex_lock(&j->lock);
 	if (err)
 		jobs_fail(j, s->seq, err);
 	s->state = SLOT_DONE;
-	if (s->seq == j->head_seq)
+	/* a producer waiting for room may enter now */
+	if (held < s->cost) {
+		j->bytes -= s->cost - held;
+		s->cost = held;
+		shrunk = true;
+	}
+	if (s->seq == j->head_seq || shrunk)
 		pthread_cond_signal(&j->head_done);
 	/* @j may be freed as soon as the lock is dropped: touch nothing after */
 	pthread_mutex_unlock(&j->lock);
@@ -193,7 +204,7 @@ int kiln_jobs_submit(struct kiln_jobs *j, void *item, uint64_t cost)
 		}
 		if (has_room(j, cost))
 			break;
-		/* full: the head is not DONE (retire_ready stopped there) */
+		/* full: wait for the head to finish or an item to shrink */
 		pthread_cond_wait(&j->head_done, &j->lock);
 	}
 	s = &j->slots[j->next_seq % j->max_items];

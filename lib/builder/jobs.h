@@ -59,6 +59,15 @@ struct kiln_jobs_ops {
 	 * order. NULL: nothing to do.
 	 */
 	void (*release)(void *ctx, void *item);
+	/*
+	 * Bytes @item still holds once its process() has returned (its
+	 * result, until release()), when that is less than the cost it was
+	 * submitted with: the difference leaves the in-flight bound at once,
+	 * so a finished item waiting behind a slower one does not keep a
+	 * worker idle. Runs on the worker right after process(). NULL: the
+	 * declared cost stands until release.
+	 */
+	uint64_t (*held)(void *ctx, void *item);
 };
 
 struct kiln_jobs_conf {

@@ -226,10 +226,20 @@ static void data_release(void *ctx, void *item)
 	free(it);
 }
 
+/* Once compressed, an item holds its pclusters, not its input window. */
+static uint64_t data_held(void *ctx, void *item)
+{
+	struct data_item *it = item;
+
+	(void)ctx;
+	return it->zf ? kiln_zfile_held_bytes(it->zf) : 0;
+}
+
 static const struct kiln_jobs_ops data_ops = {
 	.process = data_process,
 	.commit = data_commit,
 	.release = data_release,
+	.held = data_held,
 };
 
 static unsigned int build_threads(const struct kiln_build *b)

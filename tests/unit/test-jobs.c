@@ -525,6 +525,80 @@ TEST(one_thread_runs_inline_on_the_caller)
 	CHECK_EQ(r.wrong_thread, 0);
 }
 
+/*
+ * Item 0 (the head) runs until item 2 has started; item 1 finishes at
+ * once and shrinks to nothing. Items 0 and 1 fill the byte bound, so item
+ * 2 can enter only through item 1's shrink: without it, item 0 waits in
+ * vain (and says so after two seconds).
+ */
+struct shrink_run {
+	atomic_bool third_started;
+	atomic_int head_saw_third;	/* 1 yes, -1 timed out */
+	atomic_int committed;
+};
+
+static int process_shrink(void *ctx, void *p, unsigned int worker)
+{
+	struct shrink_run *r = ctx;
+	int id = *(int *)p;
+
+	(void)worker;
+	if (id == 2)
+		atomic_store(&r->third_started, true);
+	if (id != 0)
+		return 0;
+	for (int i = 0; i < 2000; i++) {
+		if (atomic_load(&r->third_started)) {
+			atomic_store(&r->head_saw_third, 1);
+			return 0;
+		}
+		sleep_us(1000);
+	}
+	atomic_store(&r->head_saw_third, -1);
+	return 0;
+}
+
+static int commit_count(void *ctx, void *p)
+{
+	struct shrink_run *r = ctx;
+
+	CHECK_EQ(*(int *)p, atomic_load(&r->committed));
+	atomic_fetch_add(&r->committed, 1);
+	return 0;
+}
+
+static uint64_t held_none(void *ctx, void *p)
+{
+	(void)ctx;
+	return *(int *)p == 0 ? 1000 : 0;	/* item 0 keeps its cost */
+}
+
+TEST(finished_item_that_shrinks_makes_room_behind_a_slow_head)
+{
+	static const struct kiln_jobs_ops ops = {
+		.process = process_shrink,
+		.commit = commit_count,
+		.held = held_none,
+	};
+	static struct shrink_run r;
+	static int ids[3] = { 0, 1, 2 };
+	struct kiln_jobs_conf conf = {
+		.ops = &ops, .ctx = &r, .threads = 2,
+		.max_items = 8, .max_bytes = 2000,
+	};
+	struct kiln_jobs *j = NULL;
+
+	CHECK_EQ(kiln_jobs_new(&conf, &j), 0);
+	if (!j)
+		return;
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(kiln_jobs_submit(j, &ids[i], 1000), 0);
+	CHECK_EQ(kiln_jobs_finish(j), 0);
+	kiln_jobs_free(j);
+	CHECK_EQ(atomic_load(&r.head_saw_third), 1);
+	CHECK_EQ(atomic_load(&r.committed), 3);
+}
+
 TEST(missing_ops_are_rejected)
 {
 	static const struct kiln_jobs_ops no_commit = {
@@ -551,4 +625,5 @@ TAP_MAIN(TAP_ENTRY(commits_follow_submission_order_for_1_2_8_16_workers),
 	 TAP_ENTRY(free_with_items_in_flight_releases_them_uncommitted),
 	 TAP_ENTRY(pipeline_runs_on_a_shared_pool),
 	 TAP_ENTRY(one_thread_runs_inline_on_the_caller),
+	 TAP_ENTRY(finished_item_that_shrinks_makes_room_behind_a_slow_head),
 	 TAP_ENTRY(missing_ops_are_rejected))
