@@ -11,6 +11,7 @@
 
 #include "builder/internal.h"
 #include "builder/output.h"
+#include "builder/zshift.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 #include "util/threadpool.h"
@@ -117,6 +118,7 @@ static void build_release(struct kiln_build *b)
 	b->out = NULL;
 	kiln_packed_free(b);
 	kiln_threadpool_free(b->pool);
+	kiln_zshift_free(b->zshift);
 	if (b->zctx) {
 		for (size_t i = 0; i < b->nr_nodes; i++)
 			kiln_zfile_free(b->nodes[i]->zf);

@@ -14,6 +14,7 @@
 #include "builder/internal.h"
 #include "builder/output.h"
 #include "builder/zfile.h"
+#include "builder/zshift.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 
@@ -600,6 +601,12 @@ int kiln_data_write_all(struct kiln_build *b)
 		return err;
 	/* inline xattr sizes depend on which xattrs are shared */
 	kiln_xattr_assign_shared(&b->xt, b->shared_xattr_min);
+	/* a stream cannot be read twice: the plan is for directories */
+	if (b->opts.source_kind == KILN_SOURCE_DIR) {
+		err = kiln_zshift_plan(b);
+		if (err)
+			return err;
+	}
 	return kiln_data_pipeline(b);
 }
 

@@ -134,6 +134,7 @@ struct kiln_build {
 	struct kiln_node *metabox;	/* metabox inode, in nodes, or NULL */
 	struct kiln_packer *packer;	/* packed inode being compressed */
 	struct kiln_threadpool *pool;	/* workers (pipeline.c), NULL: -j1 */
+	struct kiln_zshift *zshift;	/* extent cuts (zshift.c), or NULL */
 	uint8_t *tails;			/* inline tails of all files */
 	uint64_t tails_len, tails_cap;
 	void *iobuf;			/* data copy buffer */
@@ -297,6 +298,14 @@ uint64_t kiln_build_inflight_bytes(const struct kiln_build *b);
 uint64_t kiln_data_inflight_bytes(const struct kiln_build *b);
 /* Items a data pass keeps in flight (kiln_jobs_conf.max_items). */
 size_t kiln_build_max_items(struct kiln_build *b);
+/*
+ * Open regular file @n of a directory source for reading and check that
+ * it is still the file the scan saw (same device, inode and size).
+ * Returns the descriptor, or a negative errno with *@what (when @what is
+ * not NULL) set to a reason more precise than strerror's, or NULL.
+ */
+int kiln_node_open(const struct kiln_build *b, const struct kiln_node *n,
+		   const char **what);
 /*
  * Write the data of regular file @n (n->size bytes, attributes and xattrs
  * already set) as a stream source delivers it: @read is called with

@@ -108,7 +108,7 @@ static int flush_segment(struct kiln_metabox *m)
 		err = kiln_zfile_compress_segment(m->b->zctx, seg_read, m,
 						  m->seg_start, m->seg_len,
 						  m->size, KILN_ZSEG_PACKED,
-						  &part);
+						  NULL, &part);
 		if (err == 1) {
 			/* only the first segment is ever handed back raw */
 			kiln_zfile_free(part);

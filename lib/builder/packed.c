@@ -100,7 +100,7 @@ static int packed_process(void *ctx, void *item, unsigned int worker)
 	(void)worker;
 	err = kiln_zfile_compress_segment(pk->zc, packed_read, pk->zc->frag,
 					  it->off, it->len, it->size,
-					  KILN_ZSEG_PACKED, &it->zf);
+					  KILN_ZSEG_PACKED, NULL, &it->zf);
 	if (err == 1) {
 		/* dedupe hands back the hashes of a raw file: not wanted */
 		kiln_zfile_free(it->zf);

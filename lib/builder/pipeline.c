@@ -16,6 +16,7 @@
 #include "builder/output.h"
 #include "builder/zfile.h"
 #include "builder/zinternal.h"
+#include "builder/zshift.h"
 #include "util/checked.h"
 #include "util/fileio.h"
 #include "util/threadpool.h"
@@ -87,33 +88,41 @@ static int item_read(void *ctx, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-/* Open @n and check it is still the file the scan saw. */
-static int item_open(struct kiln_build *b, struct data_item *it)
+int kiln_node_open(const struct kiln_build *b, const struct kiln_node *n,
+		   const char **what)
 {
 	char path[KILN_PATH_BUF];
+	const char *why = NULL;
 	struct stat st;
-	int fd;
+	int fd, err;
 
-	kiln_node_path(b, it->n, path, sizeof(path));
+	kiln_node_path(b, n, path, sizeof(path));
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
 	if (fd < 0 && errno == EPERM)
 		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ?
-		       item_fail(it, ENOENT, "file vanished during the build") :
-		       item_fail(it, errno, NULL);
+	if (fd < 0) {
+		err = errno;
+		if (err == ENOENT)
+			why = "file vanished during the build";
+		goto fail;
+	}
 	if (fstat(fd, &st) < 0) {
-		item_fail(it, errno, NULL);
-	} else if (!S_ISREG(st.st_mode) || st.st_dev != it->n->src_dev ||
-		   st.st_ino != it->n->src_ino) {
-		item_fail(it, EIO, "file replaced during the build");
-	} else if ((uint64_t)st.st_size != it->n->size) {
-		item_fail(it, EIO, "file changed size during the build");
+		err = errno;
+	} else if (!S_ISREG(st.st_mode) || st.st_dev != n->src_dev ||
+		   st.st_ino != n->src_ino) {
+		err = EIO;
+		why = "file replaced during the build";
+	} else if ((uint64_t)st.st_size != n->size) {
+		err = EIO;
+		why = "file changed size during the build";
 	} else {
 		return fd;
 	}
 	close(fd);
-	return -it->err;
+fail:
+	if (what)
+		*what = why;
+	return -err;
 }
 
 static int data_process(void *ctx, void *item, unsigned int worker)
@@ -122,22 +131,28 @@ static int data_process(void *ctx, void *item, unsigned int worker)
 	struct kiln_build *b = p->b;
 	struct data_item *it = item;
 	struct item_src src = { .it = it };
+	struct kiln_zcuts cuts;
+	const char *what = NULL;
+	bool have_cuts;
 	int err;
 
 	(void)worker;
 	if (!it->n)
 		return 0;
-	src.fd = item_open(b, it);
+	src.fd = kiln_node_open(b, it->n, &what);
 	if (src.fd < 0)
-		return src.fd;
+		return item_fail(it, -src.fd, what);
+	have_cuts = kiln_zshift_cuts(b->zshift, it->last, &cuts);
 	if (it->len == it->n->size)
-		err = kiln_zfile_compress(kiln_node_zctx(b, it->n),
-					  item_read, &src,
-					  it->n->size, &it->zf);
+		err = kiln_zfile_compress_cut(kiln_node_zctx(b, it->n),
+					      item_read, &src, it->n->size,
+					      have_cuts ? &cuts : NULL,
+					      &it->zf);
 	else
 		err = kiln_zfile_compress_part(kiln_node_zctx(b, it->n),
 					       item_read, &src,
 					       it->off, it->len, it->n->size,
+					       have_cuts ? &cuts : NULL,
 					       &it->zf);
 	close(src.fd);
 	if (err == 1) {

@@ -584,7 +584,8 @@ static int item_process(void *ctx, void *item, unsigned int worker)
 		/* a segment of a big member, as pipeline.c compresses one */
 		err = kiln_zfile_compress_segment(it->zc, item_read, it,
 						  it->off, it->len, it->n->size,
-						  KILN_ZSEG_STREAM, &it->zf);
+						  KILN_ZSEG_STREAM, NULL,
+						  &it->zf);
 	else
 		err = kiln_zfile_compress(it->zc, item_read, it, it->n->size,
 					  &it->zf);

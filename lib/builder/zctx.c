@@ -42,7 +42,8 @@
  * kernels (6.10, 6.6) are close to the 48-bit layout's 6.15 anyway. So they
  * get extents, unless ztailpacking, which only the classic layout has, is
  * asked for; lz4, lz4hc and lzma keep the classic layout, readable by every
- * kernel that has the codec.
+ * kernel that has the codec, unless shifted dedupe is asked for: it cuts
+ * extents at any byte, which only the extents layout can map.
  */
 static enum kiln_compress_layout resolve_layout(enum kiln_compress_layout l,
 						const struct kiln_codec_ops *ops,
@@ -53,8 +54,9 @@ static enum kiln_compress_layout resolve_layout(enum kiln_compress_layout l,
 
 	if (l == KILN_COMPRESS_LAYOUT_EXTENTS)
 		return l;
-	if (l == KILN_COMPRESS_LAYOUT_AUTO && searches &&
-	    !(flags & KILN_COMPRESS_ZTAILPACKING))
+	if (l == KILN_COMPRESS_LAYOUT_AUTO &&
+	    !(flags & KILN_COMPRESS_ZTAILPACKING) &&
+	    (searches || (flags & KILN_COMPRESS_DEDUPE_SHIFTED)))
 		return KILN_COMPRESS_LAYOUT_EXTENTS;
 	return KILN_COMPRESS_LAYOUT_CLASSIC;
 }
@@ -145,6 +147,14 @@ int kiln_zctx_new(const struct kiln_build_opts *opts, unsigned int blkszbits,
 	}
 	zc->flags = opts->compress_flags;
 	zc->layout = resolve_layout(opts->compress_layout, zc->ops, zc->flags);
+	if ((zc->flags & KILN_COMPRESS_DEDUPE_SHIFTED) &&
+	    (zc->layout != KILN_COMPRESS_LAYOUT_EXTENTS ||
+	     !(zc->flags & KILN_COMPRESS_DEDUPE))) {
+		kiln_log(&zc->lg, KILN_LOG_ERROR,
+			 "shifted dedupe needs dedupe and the extents layout");
+		free(zc);
+		return -EINVAL;
+	}
 	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS &&
 	    (zc->flags & KILN_COMPRESS_ZTAILPACKING)) {
 		kiln_log(&zc->lg, KILN_LOG_WARN,
@@ -314,6 +324,11 @@ void kiln_zctx_note_file(struct kiln_zctx *zc, const struct kiln_zfile *zf)
 bool kiln_zctx_extents(const struct kiln_zctx *zc)
 {
 	return zc && zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS;
+}
+
+bool kiln_zctx_dedupe(const struct kiln_zctx *zc)
+{
+	return zc && zc->dd;
 }
 
 void kiln_zctx_features(const struct kiln_zctx *zc, uint32_t *incompat,

@@ -61,10 +61,23 @@ void kiln_zfile_release_ext(struct kiln_zfile *zf)
 	zf->nr_ext = 0;
 }
 
+static int zfile_write(struct kiln_zctx *zc, struct kiln_out *out,
+		       kiln_src_read_fn read, void *read_ctx, uint64_t size,
+		       const struct kiln_zcuts *cuts,
+		       struct kiln_zfile **out_zf);
+
 int kiln_zfile_compress(struct kiln_zctx *zc, kiln_src_read_fn read,
 			void *read_ctx, uint64_t size, struct kiln_zfile **zf)
 {
-	int err = kiln_zfile_write(zc, NULL, read, read_ctx, size, zf);
+	return kiln_zfile_compress_cut(zc, read, read_ctx, size, NULL, zf);
+}
+
+int kiln_zfile_compress_cut(struct kiln_zctx *zc, kiln_src_read_fn read,
+			    void *read_ctx, uint64_t size,
+			    const struct kiln_zcuts *cuts,
+			    struct kiln_zfile **zf)
+{
+	int err = zfile_write(zc, NULL, read, read_ctx, size, cuts, zf);
 
 	if (err == 1 && zc->dd) {
 		int ferr = kiln_zfile_flat_new(zc, read, read_ctx, size, zf);
@@ -329,6 +342,14 @@ int kiln_zfile_write(struct kiln_zctx *zc, struct kiln_out *out,
 		     kiln_src_read_fn read, void *read_ctx, uint64_t size,
 		     struct kiln_zfile **out_zf)
 {
+	return zfile_write(zc, out, read, read_ctx, size, NULL, out_zf);
+}
+
+static int zfile_write(struct kiln_zctx *zc, struct kiln_out *out,
+		       kiln_src_read_fn read, void *read_ctx, uint64_t size,
+		       const struct kiln_zcuts *cuts,
+		       struct kiln_zfile **out_zf)
+{
 	struct kiln_out *pack_out;
 	struct kiln_zfile *zf;
 	int err;
@@ -350,7 +371,8 @@ int kiln_zfile_write(struct kiln_zctx *zc, struct kiln_out *out,
 	 */
 	pack_out = zc->dd && (!out || size <= STREAM_DEDUPE_MAX) ? NULL : out;
 	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS)
-		err = kiln_zpack_extents(zc, pack_out, read, read_ctx, zf);
+		err = kiln_zpack_extents(zc, pack_out, read, read_ctx, zf,
+					 cuts);
 	else
 		err = kiln_zpack_classic(zc, pack_out, read, read_ctx, zf);
 	kiln_zindex_choose(zf);

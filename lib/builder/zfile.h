@@ -44,6 +44,8 @@ void kiln_zctx_features(const struct kiln_zctx *zc, uint32_t *incompat,
 			uint16_t *u1);
 /* True when @zc maps files as 48-bit extents (images for Linux 6.15+). */
 bool kiln_zctx_extents(const struct kiln_zctx *zc);
+/* True when @zc shares identical pclusters (dedupe). */
+bool kiln_zctx_dedupe(const struct kiln_zctx *zc);
 /*
  * Encode the compression config records that follow the superblock,
  * starting at image byte @pos (1024 + superblock size), into @dst. Returns
@@ -86,6 +88,23 @@ void kiln_zfile_free(struct kiln_zfile *zf);
  */
 int kiln_zfile_compress(struct kiln_zctx *zc, kiln_src_read_fn read,
 			void *read_ctx, uint64_t size, struct kiln_zfile **zf);
+
+/*
+ * Where extents must end (shifted dedupe, zshift.h): file offsets, sorted,
+ * strictly inside the file. The extents layout starts an extent at each
+ * (its fixed-size extents then continue from there); the classic layout,
+ * whose lclusters allow one extent start each, ignores them.
+ */
+struct kiln_zcuts {
+	const uint64_t *at;
+	size_t nr;
+};
+
+/* kiln_zfile_compress() with extents ending at @cuts (NULL: none). */
+int kiln_zfile_compress_cut(struct kiln_zctx *zc, kiln_src_read_fn read,
+			    void *read_ctx, uint64_t size,
+			    const struct kiln_zcuts *cuts,
+			    struct kiln_zfile **zf);
 /*
  * With dedupe, kiln_zfile_compress() (and kiln_zfile_compress_part() for
  * the part at offset 0) returning 1 still gives *@zf: no data, only the
@@ -117,10 +136,12 @@ int kiln_zfile_commit(struct kiln_zfile *zf, struct kiln_out *out);
  * kiln_zfile_commit() followed by kiln_zfile_join(): the first part
  * becomes *@whole, later ones are moved into it and freed. After the last
  * one, kiln_zfile_seal() chooses the map; then *@whole is like any zfile.
+ * @cuts: the whole file's (those inside the part apply), or NULL.
  */
 int kiln_zfile_compress_part(struct kiln_zctx *zc, kiln_src_read_fn read,
 			     void *read_ctx, uint64_t off, uint64_t len,
-			     uint64_t size, struct kiln_zfile **part);
+			     uint64_t size, const struct kiln_zcuts *cuts,
+			     struct kiln_zfile **part);
 int kiln_zfile_join(struct kiln_zfile **whole, struct kiln_zfile *part);
 void kiln_zfile_seal(struct kiln_zfile *whole);
 

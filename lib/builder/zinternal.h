@@ -206,18 +206,22 @@ int kiln_zfile_flat_new(struct kiln_zctx *zc, kiln_src_read_fn read,
 int kiln_zfile_compress_segment(struct kiln_zctx *zc, kiln_src_read_fn read,
 				void *read_ctx, uint64_t off, uint64_t len,
 				uint64_t size, unsigned int seg,
+				const struct kiln_zcuts *cuts,
 				struct kiln_zfile **part);
 
 /* packed.c: store @zf's held tail in the fragment buffer (committer). */
 int kiln_zfile_place_fragment(struct kiln_zfile *zf);
 
-/* zpack.c: compress a file's data into pclusters appended to @out */
+/*
+ * zpack.c: compress a file's data into pclusters appended to @out; the
+ * extents layout ends extents at @cuts (file offsets; NULL: none).
+ */
 int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 		       kiln_src_read_fn read, void *read_ctx,
 		       struct kiln_zfile *zf);
 int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
 		       kiln_src_read_fn read, void *read_ctx,
-		       struct kiln_zfile *zf);
+		       struct kiln_zfile *zf, const struct kiln_zcuts *cuts);
 
 /* zindex.c: the on-disk map */
 /*

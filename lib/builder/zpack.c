@@ -161,6 +161,8 @@ struct zpack {
 	struct zin in;
 	struct zsink sink;
 	void *ws;		/* compress workspace */
+	const struct kiln_zcuts *cuts;	/* extents end there; NULL: none */
+	size_t next_cut;	/* cuts->at[] not yet passed */
 	uint8_t *tmp;		/* compressor output */
 	size_t tmp_cap;
 	bool any_compressed;
@@ -646,9 +648,25 @@ static int extent_put(struct zpack *z, uint64_t lstart, const uint8_t *src,
 	return add_extent(z, lstart, llen, rel, llen, 0, 0);
 }
 
+/*
+ * Bytes from @pos (in the part) to the next cut after it, or UINT64_MAX.
+ * Positions only grow, so the cuts are walked once.
+ */
+static uint64_t to_next_cut(struct zpack *z, uint64_t pos)
+{
+	const struct kiln_zcuts *c = z->cuts;
+	uint64_t at = z->zf->seg_off + pos;
+
+	if (!c)
+		return UINT64_MAX;
+	while (z->next_cut < c->nr && c->at[z->next_cut] <= at)
+		z->next_cut++;
+	return z->next_cut < c->nr ? c->at[z->next_cut] - at : UINT64_MAX;
+}
+
 int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
 		       kiln_src_read_fn read, void *read_ctx,
-		       struct kiln_zfile *zf)
+		       struct kiln_zfile *zf, const struct kiln_zcuts *cuts)
 {
 	const uint32_t L = zc->pcluster_size;
 	struct zpack z;
@@ -661,8 +679,17 @@ int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
 		zf->lclusterbits++;
 	zf->alg = zc->ops->erofs_alg;
 	err = zpack_init(&z, zc, out, read, read_ctx, zf, L);
+	z.cuts = cuts;
+	/*
+	 * A file that shares chunks stays in extents even when none of it
+	 * compresses: its raw extents are what other files share.
+	 */
+	if (cuts && cuts->nr)
+		z.sink.decided = true;
 	while (!err && pos < zf->size) {
-		uint32_t llen = (uint32_t)KILN_MIN((uint64_t)L, zf->size - pos);
+		uint32_t llen = (uint32_t)KILN_MIN(KILN_MIN((uint64_t)L,
+							    zf->size - pos),
+						   to_next_cut(&z, pos));
 		const uint8_t *src;
 		ssize_t r;
 

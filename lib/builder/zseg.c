@@ -25,15 +25,17 @@ static int part_read(void *ctx, void *buf, size_t len, uint64_t off)
 
 int kiln_zfile_compress_part(struct kiln_zctx *zc, kiln_src_read_fn read,
 			     void *read_ctx, uint64_t off, uint64_t len,
-			     uint64_t size, struct kiln_zfile **out)
+			     uint64_t size, const struct kiln_zcuts *cuts,
+			     struct kiln_zfile **out)
 {
 	return kiln_zfile_compress_segment(zc, read, read_ctx, off, len, size,
-					   0, out);
+					   0, cuts, out);
 }
 
 int kiln_zfile_compress_segment(struct kiln_zctx *zc, kiln_src_read_fn read,
 				void *read_ctx, uint64_t off, uint64_t len,
 				uint64_t size, unsigned int seg,
+				const struct kiln_zcuts *cuts,
 				struct kiln_zfile **out)
 {
 	struct part_src src = { .read = read, .ctx = read_ctx, .off = off };
@@ -57,7 +59,7 @@ int kiln_zfile_compress_segment(struct kiln_zctx *zc, kiln_src_read_fn read,
 		zf->seg |= KILN_ZSEG_MORE;
 	/* held in memory (no image): the writer places it at commit */
 	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS)
-		err = kiln_zpack_extents(zc, NULL, part_read, &src, zf);
+		err = kiln_zpack_extents(zc, NULL, part_read, &src, zf, cuts);
 	else
 		err = kiln_zpack_classic(zc, NULL, part_read, &src, zf);
 	if (err) {

@@ -325,10 +325,11 @@ TEST(packed_segments_keep_their_tails)
 			return;
 		CHECK_EQ(kiln_zfile_compress_segment(zc, mem_read, &s, 0, 65536,
 						     150000, KILN_ZSEG_PACKED,
-						     &part), 0);
+						     NULL, &part), 0);
 		CHECK_EQ(kiln_zfile_compress_segment(zc, mem_read, &s, 65536,
 						     150000 - 65536, 150000,
-						     KILN_ZSEG_PACKED, &last), 0);
+						     KILN_ZSEG_PACKED, NULL,
+						     &last), 0);
 		CHECK(part && !part->frag && !last_is_fragment(part));
 		CHECK(last && !last->frag && !last_is_fragment(last));
 		CHECK(last && last->kind != KILN_ZMAP_FRAGMENT);
@@ -337,7 +338,7 @@ TEST(packed_segments_keep_their_tails)
 		last = NULL;
 		CHECK_EQ(kiln_zfile_compress_segment(zc, mem_read, &s, 65536,
 						     150000 - 65536, 150000, 0,
-						     &last), 0);
+						     NULL, &last), 0);
 		CHECK(last && last_is_fragment(last));
 		kiln_zfile_free(last);
 		CHECK_EQ(kiln_zfile_join(&whole, part), 0);

@@ -41,6 +41,7 @@ enum {
 	OPT_DEDUPE,
 	OPT_NO_DEDUPE,
 	OPT_METABOX,
+	OPT_DEDUPE_SHIFTED,
 	OPT_RAW_MARGIN,
 	OPT_COMPRESS_HINTS,
 	OPT_MEMORY_LIMIT,
@@ -368,6 +369,13 @@ static int set_dedupe(struct build_cli *c, const char *arg)
 	return 0;
 }
 
+static int set_dedupe_shifted(struct build_cli *c, const char *arg)
+{
+	(void)arg;
+	c->opts.compress_flags |= KILN_COMPRESS_DEDUPE_SHIFTED;
+	return 0;
+}
+
 static int set_metabox(struct build_cli *c, const char *arg)
 {
 	(void)arg;
@@ -453,6 +461,9 @@ static const struct build_option {
 	{ { "no-dedupe", OPT_NO_DEDUPE, NULL, "write every file's data, "
 			"even when an identical copy is in the image" },
 	  set_no_dedupe },
+	{ { "dedupe-shifted", OPT_DEDUPE_SHIFTED, NULL, "also share data "
+			"found again at other offsets (reads big files twice; "
+			"extents layout, Linux 6.15+)" }, set_dedupe_shifted },
 	{ { "metabox", OPT_METABOX, NULL, "compress the inodes too, in a "
 			"metadata inode (Linux 6.17+)" }, set_metabox },
 	{ { "compress-hints", OPT_COMPRESS_HINTS, "FILE", "per-file "
@@ -573,6 +584,27 @@ int cmd_build(int argc, char **argv)
 		rc = cli_usage_error(&build_spec, "--metabox needs a "
 				     "compression algorithm (-z)");
 		goto out;
+	}
+	if (c.opts.compress_flags & KILN_COMPRESS_DEDUPE_SHIFTED) {
+		const char *why = NULL;
+
+		if (c.opts.compress.codec == KILN_CODEC_NONE)
+			why = "--dedupe-shifted needs a compression "
+			      "algorithm (-z)";
+		else if (c.no_dedupe)
+			why = "--dedupe-shifted and --no-dedupe contradict "
+			      "each other";
+		else if (c.tar)
+			why = "--dedupe-shifted needs a directory SOURCE (a tar "
+			      "stream is read only once)";
+		else if (c.opts.compress_layout == KILN_COMPRESS_LAYOUT_CLASSIC)
+			why = "--dedupe-shifted needs --layout extents";
+		if (why) {
+			rc = cli_usage_error(&build_spec, "%s", why);
+			goto out;
+		}
+		/* it cuts extents anywhere: only the extents layout maps that */
+		c.opts.compress_layout = KILN_COMPRESS_LAYOUT_EXTENTS;
 	}
 	/* sharing costs a hash per pcluster (workers) and saves much */
 	if (c.opts.compress.codec != KILN_CODEC_NONE && !c.no_dedupe)

@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: MIT
+"""--dedupe-shifted: data that recurs at another offset (one file embedded
+in another, a shared library and its archive) is stored once, because
+extents are cut at both ends of content-defined chunks that more than one
+file holds. Images must read back byte for byte through a loop mount,
+kiln's reader and fsck, be the same for any thread count, and a tree with
+nothing shared must come out exactly as without the option."""
+
+import os
+import random
+
+import pytest
+
+from helpers import tree_compare
+from test_compress import text
+from test_fragments import mount_compare
+
+MIB = 1024 * 1024
+
+CONFIGS = {
+    "zstd": ["-z", "zstd", "-C", "131072"],
+    "lz4hc": ["-z", "lz4hc", "-C", "65536"],
+    "deflate-frag": ["-z", "deflate", "--fragments"],
+    "lzma": ["-z", "lzma", "-C", "131072"],
+    "lz4-metabox": ["-z", "lz4", "--metabox"],
+    "zstd-1k": ["-z", "zstd", "-b", "1024", "-C", "16384"],
+}
+
+
+@pytest.fixture(scope="session")
+def shift_tree(srcfs):
+    """A 1.5 MiB compressible body copied into other files at odd offsets
+    (1, 4095, 65537 bytes in, after other data, twice in one file), a copy
+    that crosses the 8 MiB segment boundary of a big file, a raw
+    (incompressible) body shared the same way, and unrelated files."""
+    root = srcfs / "shift-tree"
+    if root.exists():
+        return root
+    rng = random.Random(11)
+    root.mkdir()
+    (root / "lib").mkdir()
+    body = text(rng, 3 * MIB // 2 + 7)
+    noise = rng.randbytes(700001)
+    files = {
+        "lib/body": body,
+        "lib/at-1": b"\x01" + body,
+        "lib/at-4095": text(rng, 4095) + body + text(rng, 333),
+        "lib/at-65537": text(rng, 65537) + body,
+        "lib/twice": body + text(rng, 100000) + body[5:],
+        "lib/big": text(rng, 8 * MIB - 500000) + body + text(rng, 70000),
+        "raw/noise": noise,
+        "raw/noise-shifted": rng.randbytes(12345) + noise,
+        "other/a": text(rng, 900000),
+        "other/b": text(rng, 300000),
+    }
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return root
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_shifted_copies_are_stored_once_and_read_back(kiln, shift_tree,
+                                                      tmp_path, kernel_mount,
+                                                      scratch, config):
+    on, off = tmp_path / "on.erofs", tmp_path / "off.erofs"
+    kiln.build(shift_tree, on, *CONFIGS[config], "--dedupe-shifted")
+    kiln.build(shift_tree, off, *CONFIGS[config], "--layout", "extents")
+    # six more copies of the body (100-230 KiB compressed each, by codec)
+    # and most of the noise, which stays raw (raw extents): without the
+    # option almost none of it is shared
+    saved = os.path.getsize(off) - os.path.getsize(on)
+    assert saved >= 900000, f"shifted dedupe saved only {saved} bytes"
+    assert "48bit" in kiln.info(on)["features_incompat"]
+    mount_compare(on, shift_tree, kernel_mount)
+    kiln.ok("fsck", on)
+    kiln.ok("extract", on, scratch)
+    tree_compare(shift_tree, scratch, fields=("type", "size", "data",
+                                              "listing"), root_attrs=False)
+    for rel in ("lib/twice", "lib/big", "raw/noise-shifted"):
+        assert kiln.ok("cat", on, "/" + rel).out == \
+            (shift_tree / rel).read_bytes()
+
+
+def test_shifted_images_are_the_same_for_any_thread_count(kiln, shift_tree,
+                                                          tmp_path):
+    imgs = []
+    for j in ("1", "2", "8"):
+        img = tmp_path / f"j{j}.erofs"
+        kiln.build(shift_tree, img, "-j", j, "-z", "zstd",
+                   "--dedupe-shifted", "--memory-limit", "32M")
+        imgs.append(img.read_bytes())
+    assert imgs[0] == imgs[1] == imgs[2]
+
+
+def test_nothing_shared_means_nothing_cut(kiln, srcfs, tmp_path):
+    """Files with no chunk in common compress exactly as without it."""
+    root = srcfs / "shift-none"
+    if not root.exists():
+        rng = random.Random(12)
+        root.mkdir()
+        for n in range(4):
+            (root / f"f{n}").write_bytes(text(rng, 600000 + n))
+        (root / "copy").write_bytes((root / "f1").read_bytes())
+    a, b = tmp_path / "a.erofs", tmp_path / "b.erofs"
+    kiln.build(root, a, "-z", "lz4hc", "--layout", "extents",
+               "--dedupe-shifted")
+    kiln.build(root, b, "-z", "lz4hc", "--layout", "extents")
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_verbose_build_reports_the_cuts(kiln, shift_tree, tmp_path):
+    r = kiln.ok("build", "-v", "-z", "zstd", "--dedupe-shifted",
+                shift_tree, tmp_path / "v.erofs")
+    assert "shifted dedupe:" in r.err and "extent cuts" in r.err
+
+
+@pytest.mark.parametrize("opts,why", [
+    (["--dedupe-shifted"], "needs a compression algorithm"),
+    (["-z", "zstd", "--dedupe-shifted", "--no-dedupe"], "contradict"),
+    (["-z", "lz4hc", "--dedupe-shifted", "--layout", "classic"],
+     "needs --layout extents"),
+])
+def test_contradicting_options_are_refused(kiln, shift_tree, tmp_path,
+                                           opts, why):
+    img = tmp_path / "x.erofs"
+    r = kiln.fails("build", *opts, shift_tree, img)
+    assert why in r.err
+    assert not img.exists()
+
+
+def test_tar_input_is_refused(kiln, shift_tree, tmp_path):
+    tar = tmp_path / "t.tar"
+    os.system(f"tar -C {shift_tree} -cf {tar} .")
+    img = tmp_path / "x.erofs"
+    r = kiln.fails("build", "-z", "zstd", "--dedupe-shifted", "--tar", tar,
+                   img)
+    assert "directory SOURCE" in r.err
+    assert not img.exists()
