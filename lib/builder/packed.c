@@ -157,10 +157,20 @@ static void packed_release(void *ctx, void *item)
 	free(it);
 }
 
+/* Once compressed, a segment holds its pclusters, not its input. */
+static uint64_t packed_held(void *ctx, void *item)
+{
+	struct packed_item *it = item;
+
+	(void)ctx;
+	return it->zf ? kiln_zfile_held_bytes(it->zf) : 0;
+}
+
 static const struct kiln_jobs_ops packed_ops = {
 	.process = packed_process,
 	.commit = packed_commit,
 	.release = packed_release,
+	.held = packed_held,
 };
 
 /* Bytes a segment holds at its peak: input window, output, scratch. */
