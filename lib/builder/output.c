@@ -27,7 +27,15 @@ struct kiln_out {
 	unsigned int blkszbits;
 	kiln_blk_t next_blk;		/* data area end */
 	XXH3_state_t *hash;
+	uint64_t unkicked;		/* bytes written since writeback began */
 };
+
+/*
+ * Start writeback every WRITEBACK_KICK bytes, so that the disk works while
+ * the build goes on and the fsync before the rename has little left to
+ * wait for (on /usr/share/doc it took 23 ms of a 0.27 s build).
+ */
+#define WRITEBACK_KICK	(8u << 20)
 
 static int out_fail(struct kiln_out *out, int err, const char *what)
 {
@@ -158,24 +166,20 @@ int kiln_out_reserve(struct kiln_out *out, uint64_t nblks, kiln_blk_t *blk)
 int kiln_out_pwrite(struct kiln_out *out, const void *buf, size_t len,
 		    uint64_t off)
 {
-	const char *p = buf;
 	uint64_t tag[2] = { off, len };
+
+	int err;
 
 	XXH3_128bits_update(out->hash, tag, sizeof(tag));
 	XXH3_128bits_update(out->hash, buf, len);
-	while (len) {
-		ssize_t n = pwrite(out->fd, p, len, (off_t)off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return out_fail(out, errno, "write failed");
-		}
-		if (n == 0)
-			return out_fail(out, ENOSPC, "write failed");
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
+	err = kiln_pwrite_full(out->fd, buf, len, off);
+	if (err)
+		return out_fail(out, -err, "write failed");
+	out->unkicked += len;
+	if (out->unkicked >= WRITEBACK_KICK) {
+		/* asynchronous; where unsupported, the fsync does it all */
+		sync_file_range(out->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+		out->unkicked = 0;
 	}
 	return 0;
 }
