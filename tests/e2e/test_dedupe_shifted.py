@@ -38,7 +38,6 @@ def shift_tree(srcfs):
         return root
     rng = random.Random(11)
     root.mkdir()
-    (root / "lib").mkdir()
     body = text(rng, 3 * MIB // 2 + 7)
     noise = rng.randbytes(700001)
     files = {
