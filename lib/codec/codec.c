@@ -163,8 +163,17 @@ ssize_t kiln_codec_compress_destsize(const struct kiln_codec_ops *ops,
 		} else {
 			return r;
 		}
-		if (hi - lo <= DESTSIZE_SEARCH_SLACK)
-			break;
+		if (hi - lo <= DESTSIZE_SEARCH_SLACK) {
+			/*
+			 * Close enough, unless all of the input was never
+			 * tried: it may fit too, and then it is the answer
+			 * (a file's last pcluster ends at its end).
+			 */
+			if (hi <= *src_len || lo == *src_len)
+				break;
+			x = *src_len;
+			continue;
+		}
 		x = hi > *src_len ? destsize_guess(lo, lo_out, *src_len + 1,
 						   dst_cap) :
 		    lo_out ? KILN_MIN(destsize_guess(lo, lo_out, hi, dst_cap),

@@ -199,6 +199,42 @@ TEST(destsize_fills_without_exceeding)
 	}
 }
 
+/*
+ * An input that fits whole is taken whole, whatever the lengths the
+ * search probes on the way: the last pcluster of a file must end at its
+ * end (a few bytes short leaves them to a pcluster or fragment of their
+ * own).
+ */
+TEST(destsize_takes_all_of_an_input_that_fits)
+{
+	static uint8_t comp[65536];
+
+	FOR_EACH_CODEC(id) {
+		struct rig r;
+		int level = kiln_codec_get(id)->default_level;
+
+		if (!rig_init(&r, id, level)) {
+			CHECK(0);
+			rig_release(&r);
+			continue;
+		}
+		for (size_t n = 20000; n <= IN_LEN; n += 7919) {
+			size_t in = n;
+			ssize_t got = kiln_codec_compress_destsize(r.ops, r.cws,
+								   level, comp,
+								   sizeof(comp),
+								   text, &in);
+
+			CHECK(got > 0);
+			if (in != n)
+				printf("#   %s: %zu of %zu bytes taken\n",
+				       r.ops->name, in, n);
+			CHECK_EQ(in, n);
+		}
+		rig_release(&r);
+	}
+}
+
 TEST(compress_reports_enospc_when_output_cannot_fit)
 {
 	static uint8_t comp[1024];
@@ -480,6 +516,7 @@ int main(void)
 	static const struct tap_test tests[] = {
 		TAP_ENTRY(roundtrip_every_codec_and_level),
 		TAP_ENTRY(destsize_fills_without_exceeding),
+		TAP_ENTRY(destsize_takes_all_of_an_input_that_fits),
 		TAP_ENTRY(compress_reports_enospc_when_output_cannot_fit),
 		TAP_ENTRY(decompress_enforces_exact_length),
 		TAP_ENTRY(decompress_rejects_truncated_and_corrupt_streams),
