@@ -65,16 +65,19 @@ struct kiln_packer {
 	struct kiln_zfrag *spool;
 };
 
-int kiln_zfile_place_fragment(struct kiln_zfile *zf)
+int kiln_zfile_place_fragment(struct kiln_zfile *zf, bool may_split)
 {
 	struct kiln_zfrag *fr = zf->zc->frag;
+	bool placed;
 	int err;
 
 	if (!zf->frag)
 		return 0;
 	if (!fr)
 		return -EINVAL;
-	err = kiln_zfrag_add(fr, zf->frag, zf->frag_len, &zf->fragoff);
+	err = kiln_ztail_place(zf, may_split, &placed);
+	if (!err && !placed)
+		err = kiln_zfrag_add(fr, zf->frag, zf->frag_len, &zf->fragoff);
 	if (err)
 		return err;
 	free(zf->frag);

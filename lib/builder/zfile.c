@@ -317,7 +317,7 @@ int kiln_zfile_commit(struct kiln_zfile *zf, struct kiln_out *out)
 	uint64_t base;
 	int err;
 
-	err = kiln_zfile_place_fragment(zf);
+	err = kiln_zfile_place_fragment(zf, true);
 	if (err || !zf->held)
 		return err;
 	if (zf->zc->dd)
@@ -381,7 +381,7 @@ static int zfile_write(struct kiln_zctx *zc, struct kiln_out *out,
 	if (!err && out && !pack_out)
 		err = kiln_zfile_commit(zf, out);
 	else if (!err && out)
-		err = kiln_zfile_place_fragment(zf);
+		err = kiln_zfile_place_fragment(zf, false);
 	if (err) {
 		kiln_zfile_free(zf);
 		return err;

@@ -2,14 +2,18 @@
 /*
  * The fragment buffer: file tails and small files concatenated into what
  * becomes the packed inode's content. Identical fragments are stored once
- * (XXH3 of the bytes, confirmed byte for byte). The contents live in
- * memory up to a limit, then in an unlinked temporary file. Workers may
- * read what is stored while the committer appends (packed.c compresses
- * the buffer in segments during the data pass).
+ * (XXH3 of the bytes, confirmed byte for byte), and the stored bytes that
+ * end like a new fragment are found for it (XXH3 of the last
+ * ZFRAG_TAIL_KEY bytes, then compared backwards) so that a file whose end
+ * is already there need not store it again. The contents live in memory
+ * up to a limit, then in an unlinked temporary file. Workers may read
+ * what is stored while the committer appends (packed.c compresses the
+ * buffer in segments during the data pass).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,6 +43,17 @@ struct zfrag_entry {
 	uint32_t next;
 };
 
+/* Entries by hash: chains of entry numbers from power-of-two buckets. */
+struct zfrag_index {
+	uint32_t *bucket;		/* entry numbers, 0: empty */
+	size_t nr_buckets, count;	/* nr_buckets: a power of two */
+	struct zfrag_entry **chunk;	/* entry i: chunk[i / ZFRAG_CHUNK] */
+	size_t nr_chunks;
+};
+
+/* Candidates compared for one tail before giving up. */
+#define ZFRAG_TAIL_TRIES	8u
+
 struct kiln_zfrag {
 	/*
 	 * Contents: buf[0, size) while in memory, else fd. @lock guards @buf
@@ -53,12 +68,25 @@ struct kiln_zfrag {
 	uint64_t saved;			/* bytes dedupe did not store */
 	char *tmpdir;
 
-	uint32_t *bucket;		/* entry numbers, 0: empty */
-	size_t nr_buckets, count;	/* nr_buckets: a power of two */
-	struct zfrag_entry **chunk;	/* entry i: chunk[i / ZFRAG_CHUNK] */
-	size_t nr_chunks;
+	struct zfrag_index whole;	/* by the hash of all the bytes */
+	struct zfrag_index tails;	/* by the hash of the last bytes */
 	uint8_t *cmp;			/* compare buffer (spilled) */
 };
+
+static int index_init(struct zfrag_index *ix)
+{
+	ix->nr_buckets = 256;
+	ix->bucket = calloc(ix->nr_buckets, sizeof(*ix->bucket));
+	return ix->bucket ? 0 : -ENOMEM;
+}
+
+static void index_free(struct zfrag_index *ix)
+{
+	for (size_t i = 0; i < ix->nr_chunks; i++)
+		free(ix->chunk[i]);
+	free(ix->chunk);
+	free(ix->bucket);
+}
 
 int kiln_zfrag_new(size_t mem_limit, const char *tmpdir,
 		   struct kiln_zfrag **out)
@@ -71,12 +99,10 @@ int kiln_zfrag_new(size_t mem_limit, const char *tmpdir,
 	fr->fd = -1;
 	pthread_mutex_init(&fr->lock, NULL);
 	fr->mem_limit = mem_limit ? mem_limit : ZFRAG_MEM_DEFAULT;
-	fr->nr_buckets = 256;
-	fr->bucket = calloc(fr->nr_buckets, sizeof(*fr->bucket));
 	if (!tmpdir)
 		tmpdir = getenv("TMPDIR");
 	fr->tmpdir = strdup(tmpdir && *tmpdir ? tmpdir : "/tmp");
-	if (!fr->bucket || !fr->tmpdir) {
+	if (index_init(&fr->whole) || index_init(&fr->tails) || !fr->tmpdir) {
 		kiln_zfrag_free(fr);
 		return -ENOMEM;
 	}
@@ -88,12 +114,10 @@ void kiln_zfrag_free(struct kiln_zfrag *fr)
 {
 	if (!fr)
 		return;
-	for (size_t i = 0; i < fr->nr_chunks; i++)
-		free(fr->chunk[i]);
-	free(fr->chunk);
+	index_free(&fr->whole);
+	index_free(&fr->tails);
 	if (fr->fd >= 0)
 		close(fr->fd);
-	free(fr->bucket);
 	free(fr->buf);
 	free(fr->cmp);
 	free(fr->tmpdir);
@@ -234,61 +258,162 @@ static int zfrag_same(struct kiln_zfrag *fr, uint64_t off, const uint8_t *data,
 }
 
 /* Entry number @n (1 for the first). */
-static struct zfrag_entry *zfrag_entry(const struct kiln_zfrag *fr,
+static struct zfrag_entry *index_entry(const struct zfrag_index *ix,
 				       uint32_t n)
 {
 	const uint32_t i = n - 1;
 
-	return &fr->chunk[i >> ZFRAG_CHUNK_BITS][i & (ZFRAG_CHUNK - 1)];
+	return &ix->chunk[i >> ZFRAG_CHUNK_BITS][i & (ZFRAG_CHUNK - 1)];
+}
+
+/* The first entry number of @hash's chain (0: none). */
+static uint32_t index_first(const struct zfrag_index *ix, uint64_t hash)
+{
+	return ix->bucket[hash & (ix->nr_buckets - 1)];
 }
 
 /* Twice the buckets: relink every entry (chain order does not matter). */
-static int zfrag_grow(struct kiln_zfrag *fr)
+static int index_grow(struct zfrag_index *ix)
 {
-	size_t n = fr->nr_buckets * 2;
+	size_t n = ix->nr_buckets * 2;
 	uint32_t *b = calloc(n, sizeof(*b));
 
 	if (!b)
 		return -ENOMEM;
-	for (size_t i = 1; i <= fr->count; i++) {
-		struct zfrag_entry *e = zfrag_entry(fr, (uint32_t)i);
+	for (size_t i = 1; i <= ix->count; i++) {
+		struct zfrag_entry *e = index_entry(ix, (uint32_t)i);
 		uint32_t *head = &b[e->hash & (n - 1)];
 
 		e->next = *head;
 		*head = (uint32_t)i;
 	}
-	free(fr->bucket);
-	fr->bucket = b;
-	fr->nr_buckets = n;
+	free(ix->bucket);
+	ix->bucket = b;
+	ix->nr_buckets = n;
 	return 0;
 }
 
 /* Room for one more entry: a new chunk every ZFRAG_CHUNK entries. */
-static int zfrag_reserve(struct kiln_zfrag *fr)
+static int index_reserve(struct zfrag_index *ix)
 {
-	size_t need = fr->count / ZFRAG_CHUNK + 1;
+	size_t need = ix->count / ZFRAG_CHUNK + 1;
 	struct zfrag_entry **v;
+	int err;
 
-	if (fr->count >= UINT32_MAX - 1)
+	if (ix->count >= UINT32_MAX - 1)
 		return -EFBIG;
-	if (need <= fr->nr_chunks)
-		return 0;
-	v = realloc(fr->chunk, need * sizeof(*v));
+	err = ix->count >= ix->nr_buckets ? index_grow(ix) : 0;
+	if (err || need <= ix->nr_chunks)
+		return err;
+	v = realloc(ix->chunk, need * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	fr->chunk = v;
-	v[fr->nr_chunks] = malloc(ZFRAG_CHUNK * sizeof(**v));
-	if (!v[fr->nr_chunks])
+	ix->chunk = v;
+	v[ix->nr_chunks] = malloc(ZFRAG_CHUNK * sizeof(**v));
+	if (!v[ix->nr_chunks])
 		return -ENOMEM;
-	fr->nr_chunks++;
+	ix->nr_chunks++;
 	return 0;
+}
+
+/* Link an entry reserved with index_reserve(). */
+static void index_add(struct zfrag_index *ix, uint64_t hash, uint64_t off,
+		      uint32_t len)
+{
+	uint32_t *head = &ix->bucket[hash & (ix->nr_buckets - 1)];
+	struct zfrag_entry *e;
+
+	ix->count++;
+	e = index_entry(ix, (uint32_t)ix->count);
+	e->hash = hash;
+	e->off = off;
+	e->len = len;
+	e->next = *head;
+	*head = (uint32_t)ix->count;
+}
+
+/*
+ * How many bytes before stored offset @end (at most @max) equal the last
+ * bytes of @data, compared backwards. Returns the count or -errno.
+ */
+static int64_t common_tail(struct kiln_zfrag *fr, uint64_t end,
+			   const uint8_t *data, size_t len, size_t max)
+{
+	size_t same = 0;
+
+	max = KILN_MIN(max, KILN_MIN(len, (size_t)KILN_MIN(end, (uint64_t)SIZE_MAX)));
+	while (same < max) {
+		size_t n = KILN_MIN(max - same, ZFRAG_CMP_CHUNK), k = 0;
+		const uint8_t *stored, *mine = data + len - same - n;
+
+		if (fr->fd < 0) {
+			stored = fr->buf + end - same - n;
+		} else {
+			int err = full_pread(fr->fd, fr->cmp, n,
+					     end - same - n);
+
+			if (err)
+				return err;
+			stored = fr->cmp;
+		}
+		/* from the end of the chunk back to the first difference */
+		while (k < n && stored[n - 1 - k] == mine[n - 1 - k])
+			k++;
+		same += k;
+		if (k < n)
+			break;
+	}
+	return (int64_t)same;
+}
+
+int kiln_zfrag_find_tail(struct kiln_zfrag *fr, const void *data, size_t len,
+			 uint64_t *end, size_t *same)
+{
+	const uint8_t *d = data;
+	unsigned int tries = 0;
+	uint64_t h;
+	uint32_t n;
+
+	*same = 0;
+	if (len < ZFRAG_TAIL_KEY)
+		return 0;
+	h = XXH3_64bits(d + len - ZFRAG_TAIL_KEY, ZFRAG_TAIL_KEY);
+	for (n = index_first(&fr->tails, h); n && tries < ZFRAG_TAIL_TRIES;
+	     n = index_entry(&fr->tails, n)->next) {
+		const struct zfrag_entry *e = index_entry(&fr->tails, n);
+		uint64_t e_end = e->off + e->len;
+		int64_t k;
+
+		if (e->hash != h)
+			continue;
+		tries++;
+		k = common_tail(fr, e_end, d, len, len);
+		if (k < 0)
+			return (int)k;
+		if ((size_t)k > *same) {
+			*same = (size_t)k;
+			*end = e_end;
+			if (*same == len)
+				break;
+		}
+	}
+	if (*same < ZFRAG_TAIL_KEY)
+		*same = 0;
+	return 0;
+}
+
+void kiln_zfrag_share(struct kiln_zfrag *fr, size_t len)
+{
+	fr->saved += len;
 }
 
 int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
 		   uint64_t *off)
 {
-	uint64_t h;
+	const bool indexed = len <= UINT32_MAX;
+	const bool tail_key = indexed && len >= ZFRAG_TAIL_KEY;
 	struct zfrag_entry *e;
+	uint64_t h;
 	uint32_t n;
 	int err;
 
@@ -296,8 +421,8 @@ int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
 		return -EINVAL;
 	h = XXH3_64bits(data, len);
 	/* 1. an identical fragment is already stored: share it */
-	for (n = fr->bucket[h & (fr->nr_buckets - 1)]; n; n = e->next) {
-		e = zfrag_entry(fr, n);
+	for (n = index_first(&fr->whole, h); n; n = e->next) {
+		e = index_entry(&fr->whole, n);
 		if (e->hash != h || e->len != len)
 			continue;
 		err = zfrag_same(fr, e->off, data, len);
@@ -310,27 +435,20 @@ int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
 		}
 	}
 	/* 2. append and remember it (a blob of 4 GiB and more: only append) */
-	if (len <= UINT32_MAX) {
-		err = fr->count >= fr->nr_buckets ? zfrag_grow(fr) : 0;
-		if (!err)
-			err = zfrag_reserve(fr);
-		if (err)
-			return err;
-	}
-	err = zfrag_append(fr, data, len);
+	err = indexed ? index_reserve(&fr->whole) : 0;
+	if (!err && tail_key)
+		err = index_reserve(&fr->tails);
+	if (!err)
+		err = zfrag_append(fr, data, len);
 	if (err)
 		return err;
-	if (len <= UINT32_MAX) {
-		uint32_t *head = &fr->bucket[h & (fr->nr_buckets - 1)];
-
-		fr->count++;
-		e = zfrag_entry(fr, (uint32_t)fr->count);
-		e->hash = h;
-		e->off = fr->size;
-		e->len = (uint32_t)len;
-		e->next = *head;
-		*head = (uint32_t)fr->count;
-	}
+	if (indexed)
+		index_add(&fr->whole, h, fr->size, (uint32_t)len);
+	if (tail_key)
+		index_add(&fr->tails,
+			  XXH3_64bits((const uint8_t *)data + len - ZFRAG_TAIL_KEY,
+				      ZFRAG_TAIL_KEY),
+			  fr->size, (uint32_t)len);
 	*off = fr->size;
 	pthread_mutex_lock(&fr->lock);
 	fr->size += len;

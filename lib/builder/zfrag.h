@@ -31,6 +31,19 @@ void kiln_zfrag_free(struct kiln_zfrag *fr);
 int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
 		   uint64_t *off);
 
+/*
+ * The longest run of stored bytes that ends like @data (@len bytes): sets
+ * *@same to its length, at most @len and 0 when shorter than
+ * ZFRAG_TAIL_KEY (the run must end where a stored fragment ends), and
+ * *@end to the offset just past it. Only the bytes of earlier
+ * kiln_zfrag_add() calls count. 0 or -errno.
+ */
+#define ZFRAG_TAIL_KEY	4096u
+int kiln_zfrag_find_tail(struct kiln_zfrag *fr, const void *data, size_t len,
+			 uint64_t *end, size_t *same);
+/* Count @len bytes as shared (a fragment found by kiln_zfrag_find_tail()). */
+void kiln_zfrag_share(struct kiln_zfrag *fr, size_t len);
+
 /* Bytes stored (the packed inode's size). */
 uint64_t kiln_zfrag_size(const struct kiln_zfrag *fr);
 /* Bytes given to kiln_zfrag_add() that dedupe did not have to store. */

@@ -209,8 +209,19 @@ int kiln_zfile_compress_segment(struct kiln_zctx *zc, kiln_src_read_fn read,
 				const struct kiln_zcuts *cuts,
 				struct kiln_zfile **part);
 
-/* packed.c: store @zf's held tail in the fragment buffer (committer). */
-int kiln_zfile_place_fragment(struct kiln_zfile *zf);
+/*
+ * packed.c: store @zf's held tail in the fragment buffer (committer).
+ * @may_split: the file's pclusters are still held (kiln_zfile_commit()),
+ * so ztail.c may turn the first part of the tail into more of them.
+ */
+int kiln_zfile_place_fragment(struct kiln_zfile *zf, bool may_split);
+
+/*
+ * ztail.c: point @zf's fragment at stored bytes that end like it, or at
+ * the last of them when @may_split allows (then its first bytes become
+ * held pclusters). *@placed: zf->fragoff is set. 0 or -errno.
+ */
+int kiln_ztail_place(struct kiln_zfile *zf, bool may_split, bool *placed);
 
 /*
  * zpack.c: compress a file's data into pclusters appended to @out; the

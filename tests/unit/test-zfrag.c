@@ -222,8 +222,8 @@ static uint8_t *text(size_t n, uint32_t seed)
 	return p;
 }
 
-static struct kiln_zctx *frag_ctx(enum kiln_compress_layout layout,
-				  unsigned int flags)
+static struct kiln_zctx *frag_ctx_c(enum kiln_compress_layout layout,
+				    unsigned int flags, uint32_t pcluster)
 {
 	struct kiln_build_opts o;
 	struct kiln_logger lg = { 0 };
@@ -234,9 +234,16 @@ static struct kiln_zctx *frag_ctx(enum kiln_compress_layout layout,
 	o.compress.codec = KILN_CODEC_LZ4HC;
 	o.compress_layout = layout;
 	o.compress_flags = KILN_COMPRESS_FRAGMENTS | flags;
+	o.pcluster_size = pcluster;
 	if (kiln_zctx_new(&o, 12, &lg, &zc))
 		return NULL;
 	return zc;
+}
+
+static struct kiln_zctx *frag_ctx(enum kiln_compress_layout layout,
+				  unsigned int flags)
+{
+	return frag_ctx_c(layout, flags, 0);
 }
 
 static bool last_is_fragment(const struct kiln_zfile *zf)
@@ -269,9 +276,9 @@ TEST(tails_and_small_files_become_fragments_at_commit)
 		CHECK(a && a->kind == KILN_ZMAP_FRAGMENT);
 		CHECK(b && b->kind != KILN_ZMAP_FRAGMENT && last_is_fragment(b));
 		/* commit order decides the offsets; the duplicate is shared */
-		CHECK_EQ(kiln_zfile_place_fragment(a), 0);
-		CHECK_EQ(kiln_zfile_place_fragment(b), 0);
-		CHECK_EQ(kiln_zfile_place_fragment(c), 0);
+		CHECK_EQ(kiln_zfile_place_fragment(a, false), 0);
+		CHECK_EQ(kiln_zfile_place_fragment(b, false), 0);
+		CHECK_EQ(kiln_zfile_place_fragment(c, false), 0);
 		CHECK_EQ(a->fragoff, 0);
 		CHECK_EQ(b->fragoff, 1000);
 		CHECK_EQ(c->fragoff, 0);
@@ -386,7 +393,122 @@ TEST(fragment_offsets_past_4gib_use_full_indexes)
 	kiln_zfile_release_ext(&zf);
 }
 
+/* Stored bytes that end like a new fragment, in memory and spilled. */
+TEST(the_stored_end_of_a_fragment_is_found_backwards)
+{
+	for (int spill = 0; spill < 2; spill++) {
+		struct kiln_zfrag *fr;
+		uint8_t *a = malloc(60000), *b = malloc(60000);
+		uint64_t off, end = 0;
+		size_t same = 1;
+
+		CHECK(a && b);
+		fill(a, 60000, 21);
+		fill(b, 60000, 22);
+		/* b: its own 10000 bytes, then the last 50000 of a */
+		memcpy(b + 10000, a + 10000, 50000);
+		CHECK_EQ(kiln_zfrag_new(spill ? 4096 : 0, NULL, &fr), 0);
+		CHECK_EQ(kiln_zfrag_add(fr, b, 7, &off), 0);
+		CHECK_EQ(kiln_zfrag_add(fr, a, 60000, &off), 0);
+		CHECK_EQ(off, 7);
+		CHECK_EQ((int)kiln_zfrag_spilled(fr), spill);
+		CHECK_EQ(kiln_zfrag_find_tail(fr, b, 60000, &end, &same), 0);
+		CHECK_EQ(same, 50000);
+		CHECK_EQ(end, 60007);
+		/* all of a short end of it: found whole */
+		CHECK_EQ(kiln_zfrag_find_tail(fr, a + 55000, 5000, &end, &same), 0);
+		CHECK_EQ(same, 5000);
+		CHECK_EQ(end, 60007);
+		/* a run that goes back past the fragment into the one before */
+		memcpy(b, a, 60000);
+		CHECK_EQ(kiln_zfrag_find_tail(fr, b, 60000, &end, &same), 0);
+		CHECK_EQ(same, 60000);
+		/* shorter than the key, or another last byte: nothing */
+		CHECK_EQ(kiln_zfrag_find_tail(fr, a + 60000 - 4095, 4095, &end,
+					      &same), 0);
+		CHECK_EQ(same, 0);
+		b[59999] ^= 1;
+		CHECK_EQ(kiln_zfrag_find_tail(fr, b, 60000, &end, &same), 0);
+		CHECK_EQ(same, 0);
+		/* a fragment that is not stored is not found (only stored ones) */
+		CHECK_EQ(kiln_zfrag_size(fr), 60007);
+		kiln_zfrag_free(fr);
+		free(a);
+		free(b);
+	}
+}
+
+/* Extents cover [0, size) in order, with no gap. */
+static bool covers(const struct kiln_zfile *zf)
+{
+	uint64_t pos = 0;
+
+	for (size_t i = 0; i < zf->nr_ext; i++) {
+		if (zf->ext[i].lstart != pos)
+			return false;
+		pos += zf->ext[i].llen;
+	}
+	return pos == zf->size;
+}
+
+TEST(a_fragment_that_ends_like_a_stored_one_shares_that_end)
+{
+	struct kiln_zctx *zc = frag_ctx_c(KILN_COMPRESS_LAYOUT_CLASSIC, 0,
+					  65536);
+	const size_t n = 300000, tail = 40000;
+	uint8_t *a = text(n, 31), *b = text(n, 32);
+	struct memsrc sa = { a, n }, sb = { b, n }, se = { a + n - 6000, 6000 };
+	struct kiln_zfile *fa = NULL, *fb = NULL, *fe = NULL;
+	uint8_t *got = malloc(tail);
+
+	CHECK(zc && a && b && got);
+	if (!zc || !a || !b || !got)
+		return;
+	memcpy(b + n - tail, a + n - tail, tail);
+	CHECK_EQ(kiln_zfile_compress(zc, mem_read, &sa, n, &fa), 0);
+	CHECK_EQ(kiln_zfile_compress(zc, mem_read, &sb, n, &fb), 0);
+	CHECK_EQ(kiln_zfile_compress(zc, mem_read, &se, 6000, &fe), 0);
+	CHECK(fa && fb && fe);
+	CHECK(last_is_fragment(fb) && last_is_fragment(fe));
+	CHECK_EQ(kiln_zfile_place_fragment(fa, true), 0);
+	/* the last 6000 bytes of a, a file of their own: all shared */
+	CHECK_EQ(kiln_zfile_place_fragment(fe, true), 0);
+	CHECK_EQ(fe->fragoff, kiln_zfrag_size(zc->frag) - 6000);
+	/* b ends in a's last 40000 bytes: they are shared, the rest held */
+	{
+		uint64_t before = kiln_zfrag_size(zc->frag);
+		uint64_t flen = fb->ext[fb->nr_ext - 1].llen;
+
+		CHECK_EQ(kiln_zfile_place_fragment(fb, true), 0);
+		if (flen > tail + 32768) {
+			const struct kiln_zext *f = &fb->ext[fb->nr_ext - 1];
+
+			CHECK_EQ(kiln_zfrag_size(zc->frag), before);
+			CHECK_EQ(f->llen, tail);
+			CHECK(f->flags & KILN_ZEXT_FRAGMENT);
+			CHECK_EQ(fb->fragoff, before - tail);
+			CHECK(fb->kind != KILN_ZMAP_FRAGMENT);
+			CHECK(fb->held && fb->held_len % 4096 == 0);
+			CHECK(covers(fb));
+			CHECK_EQ(kiln_zfrag_read(zc->frag, got, tail,
+						 fb->fragoff), 0);
+			CHECK(!memcmp(got, b + n - tail, tail));
+		} else {
+			CHECK(!"b's fragment is too short to test a split");
+		}
+	}
+	kiln_zfile_free(fa);
+	kiln_zfile_free(fb);
+	kiln_zfile_free(fe);
+	kiln_zctx_free(zc);
+	free(a);
+	free(b);
+	free(got);
+}
+
 TAP_MAIN(TAP_ENTRY(fragment_offsets_past_4gib_use_full_indexes),
+	 TAP_ENTRY(the_stored_end_of_a_fragment_is_found_backwards),
+	 TAP_ENTRY(a_fragment_that_ends_like_a_stored_one_shares_that_end),
 	 TAP_ENTRY(fragments_are_appended_in_order),
 	 TAP_ENTRY(identical_fragments_are_stored_once),
 	 TAP_ENTRY(many_fragments_grow_the_table_and_still_dedupe),
