@@ -3,6 +3,10 @@
 #   kiln mount, erofsfuse (both on mkfs.erofs's image), kiln mount of kiln's
 #   own image, squashfuse_ll on an equivalent mksquashfs image, and the
 #   kernel's EROFS mount as the reference; uncompressed and lz4hc.
+#   A "disk" row runs each workload on mkfs.erofs's image file itself,
+#   through no file system server: tar is `cat IMAGE`, the fio jobs read
+#   the image file. For uncompressed data that is the ceiling any server
+#   reading the image can reach from a cold cache on this machine.
 # Workloads, each from a cold cache:
 #   tar    the whole tree through tar (piped to cat: GNU tar skips reading
 #          file data when it writes straight to /dev/null)
@@ -29,7 +33,7 @@ QUICK=0
 ONLY=
 REPEAT=3
 RUNTIME=
-SYSTEMS="kernel kiln kiln-own erofsfuse squashfuse_ll"
+SYSTEMS="disk kernel kiln kiln-own erofsfuse squashfuse_ll"
 
 WORKLOADS="tar seq rand1 rand4"
 USAGE="usage: $0 [--quick] [--only plain|lz4hc] [--repeat N] [--runtime S] [--systems LIST] [--workloads LIST]"
@@ -119,6 +123,8 @@ wait_mounted() {
 # do_mount SYSTEM MODE: mounts on $MNT; returns 1 when not available.
 do_mount() {
 	local sys=$1 m=$2
+	# disk: no mount, the workloads read the image file itself
+	[ "$sys" = disk ] && { [ -f "$IMG/mkfs-$m.erofs" ]; return; }
 	case $sys in
 	kernel)    [ -f "$IMG/mkfs-$m.erofs" ] && mount_erofs "$IMG/mkfs-$m.erofs" "$MNT" ;;
 	kiln)      [ -f "$IMG/mkfs-$m.erofs" ] && "$KILN" mount "$IMG/mkfs-$m.erofs" "$MNT" ;;
@@ -135,6 +141,7 @@ do_mount() {
 }
 
 do_umount() {
+	[ "${1:-}" = disk ] && return 0
 	umount "$MNT" 2>/dev/null || fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
 	# let a FUSE server exit (and unmap its image) before the next mount
 	for _ in $(seq 100); do mountpoint -q "$MNT" || break; sleep 0.05; done
@@ -146,16 +153,21 @@ do_umount() {
 # resident (drop_caches skips mapped pages) until it exits.
 # measure SYSTEM MODE WORKLOAD: prints seconds (tar), MiB/s (seq) or IOPS.
 measure() {
-	local sys=$1 m=$2 w=$3 v
+	local sys=$1 m=$2 w=$3 v f=$MNT/big.bin
+	local tar_cmd="cd '$MNT' && tar -cf - . | cat > /dev/null"
+	if [ "$sys" = disk ]; then
+		f=$IMG/mkfs-$m.erofs
+		tar_cmd="cat '$f' > /dev/null"
+	fi
 	do_mount "$sys" "$m" || { echo nan; return 1; }
 	drop_caches
 	case $w in
-	tar)   v=$(time_cmd sh -c "cd '$MNT' && tar -cf - . | cat > /dev/null") ;;
-	seq)   v=$(fio_run "seq-$sys-$m" "$MNT/big.bin" --ioengine=psync --runtime=$RUNTIME --rw=read --bs=128k --numjobs=1 | awk '{print $2}') ;;
-	rand1) v=$(fio_run "rand1-$sys-$m" "$MNT/big.bin" --ioengine=psync --runtime=$RUNTIME --rw=randread --bs=4k --numjobs=1 --io_size=$((BIG_MIB / 8))m --randrepeat=1 | awk '{print $1}') ;;
-	rand4) v=$(fio_run "rand4-$sys-$m" "$MNT/big.bin" --ioengine=psync --runtime=$RUNTIME --rw=randread --bs=4k --numjobs=4 --size=25% --offset_increment=25% --io_size=$((BIG_MIB / 16))m --randrepeat=1 | awk '{print $1}') ;;
+	tar)   v=$(time_cmd sh -c "$tar_cmd") ;;
+	seq)   v=$(fio_run "seq-$sys-$m" "$f" --ioengine=psync --runtime=$RUNTIME --rw=read --bs=128k --numjobs=1 | awk '{print $2}') ;;
+	rand1) v=$(fio_run "rand1-$sys-$m" "$f" --ioengine=psync --runtime=$RUNTIME --rw=randread --bs=4k --numjobs=1 --io_size=$((BIG_MIB / 8))m --randrepeat=1 | awk '{print $1}') ;;
+	rand4) v=$(fio_run "rand4-$sys-$m" "$f" --ioengine=psync --runtime=$RUNTIME --rw=randread --bs=4k --numjobs=4 --size=25% --offset_increment=25% --io_size=$((BIG_MIB / 16))m --randrepeat=1 | awk '{print $1}') ;;
 	esac
-	do_umount
+	do_umount "$sys"
 	echo "$v"
 }
 
@@ -181,7 +193,7 @@ run_mode() { # $1 = plain | lz4hc
 			echo "-- $sys: not available (missing tool or image)"
 			continue
 		fi
-		do_umount
+		do_umount "$sys"
 		avail+=" $sys"
 	done
 	for r in $(seq "$REPEAT"); do
@@ -230,7 +242,7 @@ print_mode() {
 	done
 	# the targets: kiln against each FUSE peer
 	for peer in $SYSTEMS; do
-		case $peer in kernel|kiln|kiln-own|kiln-base) continue ;; esac
+		case $peer in disk|kernel|kiln|kiln-own|kiln-base) continue ;; esac
 		[ -n "${R[$m,$peer,${WORKLOADS%% *}]:-}" ] || continue
 		line=$(printf "%-14s" "kiln/$peer")
 		for w in $WORKLOADS; do
@@ -249,3 +261,5 @@ echo
 echo "x: ratio to the kernel's EROFS mount (higher is better; for tar, kernel time / time);"
 echo "kiln/PEER rows: kiln mount against that FUSE server, same scale (2.00 = twice as fast)."
 echo "kiln and erofsfuse serve mkfs.erofs's image; kiln-own serves kiln build's image."
+echo "disk: the same workloads on mkfs.erofs's image file, no server (tar: cat of the image)."
+echo "  For plain data it bounds every server; for lz4hc it reads less than the tree holds."
