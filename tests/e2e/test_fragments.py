@@ -125,11 +125,18 @@ def test_erofs_utils_fsck_extracts_fragmented_lz4_images(kiln, ztree,
                                                          tmp_path, scratch):
     img = tmp_path / "fsck.erofs"
     kiln.build(ztree, img, "-z", "lz4hc", "--fragments")
+    r = subprocess.run(["fsck.erofs", str(img)], capture_output=True,
+                       text=True)
+    if "unidentified incompatible feature" in r.stderr:
+        pytest.skip("this fsck.erofs predates fragments")
+    assert r.returncode == 0, r.stdout + r.stderr
     out = scratch / "x"
     r = subprocess.run(["fsck.erofs", f"--extract={out}", str(img)],
                        capture_output=True, text=True)
-    if "unidentified incompatible feature" in r.stderr:
-        pytest.skip("this fsck.erofs predates fragments")
+    if "failed to verify packed file" in r.stderr or out.is_file():
+        # erofs-utils 1.9.3 writes the packed inode to the extract path
+        # itself, and fails so on its own mkfs.erofs images too
+        pytest.skip("this fsck.erofs cannot extract images with fragments")
     assert r.returncode == 0, r.stdout + r.stderr
     tree_compare(ztree, out, fields=("type", "size", "data", "listing"),
                  root_attrs=False)
