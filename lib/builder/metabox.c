@@ -67,11 +67,8 @@ static int seg_read(void *ctx, void *buf, size_t len, uint64_t off)
 {
 	const struct kiln_metabox *m = ctx;
 
-	if (off < m->seg_start || off - m->seg_start > m->seg_len ||
-	    len > m->seg_len - (off - m->seg_start))
-		return -EIO;
-	memcpy(buf, m->seg + (off - m->seg_start), len);
-	return 0;
+	return kiln_src_read_mem(m->seg, m->seg_start, m->seg_len, buf, len,
+				 off);
 }
 
 /* Plain blocks from the first segment on: reserve them all at once. */

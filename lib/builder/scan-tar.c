@@ -564,11 +564,8 @@ static int item_read(void *ctx, void *buf, size_t len, uint64_t off)
 {
 	struct tar_item *it = ctx;
 
-	if (off < it->off || off - it->off > it->len ||
-	    len > it->len - (off - it->off))
-		return -EIO;
-	memcpy(buf, it->data + (off - it->off), len);
-	return 0;
+	return kiln_src_read_mem(it->data, it->off, (size_t)it->len, buf, len,
+				 off);
 }
 
 static int item_process(void *ctx, void *item, unsigned int worker)

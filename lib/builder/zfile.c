@@ -31,6 +31,15 @@ static bool ext_full(const struct kiln_zfile *zf)
 	return zf->nr_ext >= 4 && !(zf->nr_ext & (zf->nr_ext - 1));
 }
 
+int kiln_src_read_mem(const uint8_t *data, uint64_t start, size_t n,
+		      void *buf, size_t len, uint64_t off)
+{
+	if (off < start || off - start > n || len > n - (off - start))
+		return -EIO;
+	memcpy(buf, data + (off - start), len);
+	return 0;
+}
+
 int kiln_zfile_add(struct kiln_zfile *zf, const struct kiln_zext *e)
 {
 	if (!zf->ext)

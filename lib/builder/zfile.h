@@ -61,6 +61,13 @@ typedef int (*kiln_src_read_fn)(void *ctx, void *buf, size_t len,
 				uint64_t off);
 
 /*
+ * The body of a kiln_src_read_fn whose bytes [@start, @start + @n) of the
+ * file are in memory at @data: -EIO for a read outside them.
+ */
+int kiln_src_read_mem(const uint8_t *data, uint64_t start, size_t n,
+		      void *buf, size_t len, uint64_t off);
+
+/*
  * Compress @size bytes read through @read and append the pclusters to
  * @out (nothing else may append to @out meanwhile: pclusters of one file
  * are consecutive). Returns 0 and *@zf (owned by the caller,

@@ -33,10 +33,7 @@ static int head_read(void *ctx, void *buf, size_t len, uint64_t off)
 {
 	const struct head_src *h = ctx;
 
-	if (off > h->len || len > h->len - off)
-		return -EINVAL;
-	memcpy(buf, h->data + off, len);
-	return 0;
+	return kiln_src_read_mem(h->data, 0, h->len, buf, len, off);
 }
 
 /*
