@@ -76,9 +76,11 @@ static int split(struct kiln_zfile *zf, uint64_t end, size_t same)
 	uint8_t *held;
 	int err;
 
+	/* the classic layout's held pclusters are whole blocks */
 	if (!(frag.flags & KILN_ZEXT_FRAGMENT) || src.len < bs ||
 	    zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS ||
-	    (zf->kind != KILN_ZMAP_FRAGMENT && zf->held_len % bs))
+	    (zf->kind != KILN_ZMAP_FRAGMENT &&
+	     (!zf->held || zf->held_len % bs)))
 		return 1;
 	zt = calloc(1, sizeof(*zt));
 	if (!zt)
