@@ -37,6 +37,16 @@ def mount_compare(img, src, kernel_mount):
         "\n" + dmesg_tail()
 
 
+def reads_back(kiln, img, src, kernel_mount, scratch):
+    """@img equals tree @src through a kernel mount, kiln fsck and kiln
+    extract (into @scratch)."""
+    mount_compare(img, src, kernel_mount)
+    kiln.ok("fsck", img)
+    kiln.ok("extract", img, scratch)
+    tree_compare(src, scratch, fields=("type", "size", "data", "listing"),
+                 root_attrs=False)
+
+
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("codec", CODECS)
 def test_fragmented_tree_survives_a_kernel_mount(kiln, ztree, tmp_path,
