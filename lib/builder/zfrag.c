@@ -238,19 +238,34 @@ int kiln_zfrag_read(struct kiln_zfrag *fr, void *buf, size_t len,
 	return 0;
 }
 
+/*
+ * Point *@p at @n <= ZFRAG_CMP_CHUNK stored bytes at @off: into the buffer,
+ * or read into the compare buffer once spilled. The committer only (the
+ * one thread that moves the buffer). 0 or -errno.
+ */
+static int zfrag_stored(struct kiln_zfrag *fr, uint64_t off, size_t n,
+			const uint8_t **p)
+{
+	if (fr->fd < 0) {
+		*p = fr->buf + off;
+		return 0;
+	}
+	*p = fr->cmp;
+	return full_pread(fr->fd, fr->cmp, n, off);
+}
+
 /* 1 when the stored bytes at @off equal @data, 0 if not, or -errno. */
 static int zfrag_same(struct kiln_zfrag *fr, uint64_t off, const uint8_t *data,
 		      size_t len)
 {
-	if (fr->fd < 0)
-		return !memcmp(fr->buf + off, data, len);
 	for (size_t done = 0; done < len;) {
 		size_t n = KILN_MIN(len - done, ZFRAG_CMP_CHUNK);
-		int err = full_pread(fr->fd, fr->cmp, n, off + done);
+		const uint8_t *stored;
+		int err = zfrag_stored(fr, off + done, n, &stored);
 
 		if (err)
 			return err;
-		if (memcmp(fr->cmp, data + done, n))
+		if (memcmp(stored, data + done, n))
 			return 0;
 		done += n;
 	}
@@ -333,29 +348,22 @@ static void index_add(struct zfrag_index *ix, uint64_t hash, uint64_t off,
 }
 
 /*
- * How many bytes before stored offset @end (at most @max) equal the last
- * bytes of @data, compared backwards. Returns the count or -errno.
+ * How many of the last bytes of @data (@len of them) equal the stored
+ * bytes just before offset @end, compared backwards. Returns the count or
+ * -errno.
  */
 static int64_t common_tail(struct kiln_zfrag *fr, uint64_t end,
-			   const uint8_t *data, size_t len, size_t max)
+			   const uint8_t *data, size_t len)
 {
-	size_t same = 0;
+	size_t same = 0, max = (size_t)KILN_MIN((uint64_t)len, end);
 
-	max = KILN_MIN(max, KILN_MIN(len, (size_t)KILN_MIN(end, (uint64_t)SIZE_MAX)));
 	while (same < max) {
 		size_t n = KILN_MIN(max - same, ZFRAG_CMP_CHUNK), k = 0;
 		const uint8_t *stored, *mine = data + len - same - n;
+		int err = zfrag_stored(fr, end - same - n, n, &stored);
 
-		if (fr->fd < 0) {
-			stored = fr->buf + end - same - n;
-		} else {
-			int err = full_pread(fr->fd, fr->cmp, n,
-					     end - same - n);
-
-			if (err)
-				return err;
-			stored = fr->cmp;
-		}
+		if (err)
+			return err;
 		/* from the end of the chunk back to the first difference */
 		while (k < n && stored[n - 1 - k] == mine[n - 1 - k])
 			k++;
@@ -387,7 +395,7 @@ int kiln_zfrag_find_tail(struct kiln_zfrag *fr, const void *data, size_t len,
 		if (e->hash != h)
 			continue;
 		tries++;
-		k = common_tail(fr, e_end, d, len, len);
+		k = common_tail(fr, e_end, d, len);
 		if (k < 0)
 			return (int)k;
 		if ((size_t)k > *same) {
