@@ -125,6 +125,7 @@ static void build_release(struct kiln_build *b)
 		kiln_zctx_free(b->zctx);
 	}
 	kiln_tree_free(b);
+	free(b->order);
 	kiln_progress_release(&b->progress);
 	kiln_xattr_table_release(&b->xt);
 	free(b->tails);
@@ -167,7 +168,7 @@ KILN_API int kiln_build(const char *source, const char *image,
 		err = kiln_tar_scan(b);
 	if (!err)
 		settle_times(b);
-	/* 2. file data, streamed in tree order (tar: the rest of it) */
+	/* 2. file data, depth first (tar: the rest of it) */
 	if (!err)
 		err = kiln_data_write_all(b);
 	/* 2b. fragments: the packed inode, after every file's tail */

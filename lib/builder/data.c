@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The data pass: every file's blocks go to the data area in tree order,
- * streamed in bounded chunks. Tails become inline data, sparse files
- * become chunk-based, compressed files go through zfile.h.
+ * The data pass: every file's blocks go to the data area in data order
+ * (order.c), streamed in bounded chunks. Tails become inline data, sparse
+ * files become chunk-based, compressed files go through zfile.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -601,6 +601,9 @@ int kiln_data_write_all(struct kiln_build *b)
 		return err;
 	/* inline xattr sizes depend on which xattrs are shared */
 	kiln_xattr_assign_shared(&b->xt, b->shared_xattr_min);
+	err = kiln_data_order(b);
+	if (err)
+		return err;
 	/* a stream cannot be read twice: the plan is for directories */
 	if (b->opts.source_kind == KILN_SOURCE_DIR) {
 		err = kiln_zshift_plan(b);

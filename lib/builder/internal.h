@@ -125,6 +125,7 @@ struct kiln_build {
 	struct kiln_node *root;
 	struct kiln_node **nodes;	/* breadth-first, root first */
 	size_t nr_nodes, nodes_cap;
+	struct kiln_node **order;	/* the data order (order.c) */
 	struct kiln_xattr_table xt;
 
 	/* the image */
@@ -151,6 +152,12 @@ struct kiln_build {
 
 /* scan.c */
 int kiln_scan_tree(struct kiln_build *b);
+/*
+ * order.c: b->order, the nodes in the order their data is written (depth
+ * first, a directory's files before its subdirectories); the data pass
+ * walks it. 0 or -ENOMEM.
+ */
+int kiln_data_order(struct kiln_build *b);
 /* Path of @n for messages: "<source>/<rel>", in a caller buffer. */
 const char *kiln_node_path(const struct kiln_build *b,
 			   const struct kiln_node *n, char *buf, size_t len);

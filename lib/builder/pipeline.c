@@ -2,7 +2,7 @@
 /*
  * The data pass in parallel: workers read and compress regular files (big
  * ones in fixed segments) while the one writer places every node's data in
- * tree order, so the image is the same for any thread count.
+ * data order (order.c), so the image is the same for any thread count.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,7 +38,7 @@
 #define ITEMS_PER_WORKER	128
 
 /*
- * One item: nodes [first, last] of b->nodes, committed in order. When
+ * One item: nodes [first, last] of b->order, committed in order. When
  * @n is set it is node @last, a regular file whose bytes [off, off + len)
  * a worker compresses first; the other nodes need no worker.
  */
@@ -205,7 +205,7 @@ static int data_commit(void *ctx, void *item)
 	int err = 0;
 
 	for (size_t i = it->first; !err && i < end; i++)
-		err = kiln_data_commit_node(p->b, p->b->nodes[i], NULL, false);
+		err = kiln_data_commit_node(p->b, p->b->order[i], NULL, false);
 	if (err || !it->n)
 		goto out;
 	if (it->len != it->n->size) {
@@ -349,7 +349,7 @@ int kiln_data_pipeline(struct kiln_build *b)
 	if (err)
 		return err;
 	for (size_t i = 0; !err && i < b->nr_nodes; i++) {
-		struct kiln_node *n = b->nodes[i];
+		struct kiln_node *n = b->order[i];
 		uint64_t seg = n->size > SEG_SIZE ? SEG_SIZE : n->size;
 
 		if (!needs_worker(b, n))

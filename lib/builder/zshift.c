@@ -43,7 +43,7 @@ struct chunk {
 
 /* One file of the plan; its chunks until the cuts are known. */
 struct shift_file {
-	size_t idx;			/* in b->nodes */
+	size_t idx;			/* in b->order */
 	struct chunk *c;
 	uint32_t nr;
 	uint64_t *cuts;			/* then: the cuts, sorted */
@@ -248,7 +248,7 @@ static int chunk_window(struct chunker *ck, struct plan_item *it,
 
 static int chunk_file(struct plan *pl, struct plan_item *it, uint8_t *buf)
 {
-	struct kiln_node *n = pl->b->nodes[it->idx];
+	struct kiln_node *n = pl->b->order[it->idx];
 	struct chunker ck = { 0 };
 	XXH3_state_t *st;
 	uint64_t off = 0;
@@ -299,7 +299,7 @@ static int plan_commit(void *ctx, void *item)
 	if (!it->nr)
 		return 0;
 	content = nonzero(XXH3_64bits_withSeed(it->c, it->nr * sizeof(*it->c),
-					       pl->b->nodes[it->idx]->size));
+					       pl->b->order[it->idx]->size));
 	if (!table_find(&pl->contents, content)) {
 		err = table_add(&pl->contents, content);
 		for (uint32_t i = 0; !err && i < it->nr; i++)
@@ -407,7 +407,7 @@ static int plan_run(struct plan *pl)
 	for (size_t i = 0; !err && i < b->nr_nodes; i++) {
 		struct plan_item *it;
 
-		if (!plan_wants(b, b->nodes[i]))
+		if (!plan_wants(b, b->order[i]))
 			continue;
 		it = calloc(1, sizeof(*it));
 		if (!it) {
@@ -445,7 +445,7 @@ int kiln_zshift_plan(struct kiln_build *b)
 	err = plan_run(&pl);
 	for (size_t i = 0; !err && i < zs->nr; i++)
 		err = file_cuts(&pl, &zs->files[i],
-				b->nodes[zs->files[i].idx]->size);
+				b->order[zs->files[i].idx]->size);
 	table_free(&pl.chunks);
 	table_free(&pl.contents);
 	if (err) {

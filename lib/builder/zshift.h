@@ -34,7 +34,7 @@ struct kiln_zshift;
 int kiln_zshift_plan(struct kiln_build *b);
 
 /*
- * The cuts of node b->nodes[@idx] in *@cuts: false (and @cuts untouched)
+ * The cuts of node b->order[@idx] in *@cuts: false (and @cuts untouched)
  * when it has none. Safe from any thread once the plan is made.
  */
 bool kiln_zshift_cuts(const struct kiln_zshift *zs, size_t idx,

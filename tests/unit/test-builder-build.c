@@ -15,6 +15,7 @@
 #include <kiln/builder.h>
 
 #include "format/erofs_fs.h"
+#include "util/checked.h"
 #include "util/endian.h"
 #include "tap.h"
 
@@ -277,10 +278,55 @@ TEST(block_sizes_below_page_size_build)
 	}
 }
 
+/*
+ * File data goes in depth first, each directory's files before its
+ * subdirectories' (breadth first would put b/3 before a/sub/2).
+ */
+TEST(data_is_written_depth_first)
+{
+	static const char *const order[] = { "top", "a/0z", "a/1", "a/sub/2",
+					      "b/3" };
+	struct kiln_build_opts opts = { .struct_size = sizeof(opts) };
+	static char body[8192];
+	char path[256];
+	uint64_t last = 0;
+	uint8_t *img;
+	size_t len;
+
+	snprintf(tmp, sizeof(tmp), "/tmp/kiln-test-build.XXXXXX");
+	CHECK(mkdtemp(tmp) != NULL);
+	for (const char *d = "src\0src/a\0src/a/sub\0src/b\0"; *d;
+	     d += strlen(d) + 1) {
+		snprintf(path, sizeof(path), "%s/%s", tmp, d);
+		CHECK(mkdir(path, 0755) == 0);
+	}
+	for (size_t i = KILN_ARRAY_SIZE(order); i-- > 0;) {
+		memset(body, 'A' + (int)i, sizeof(body));
+		put_file(order[i], body, sizeof(body));
+	}
+	CHECK_EQ(build("o.img", &opts), 0);
+	img = load("o.img", &len);
+	CHECK(img != NULL);
+	for (size_t i = 0; img && i < KILN_ARRAY_SIZE(order); i++) {
+		const uint8_t *at;
+
+		memset(body, 'A' + (int)i, sizeof(body));
+		at = memmem(img, len, body, sizeof(body));
+		CHECK(at != NULL);
+		if (!at)
+			break;
+		CHECK((uint64_t)(at - img) > last);
+		last = (uint64_t)(at - img);
+	}
+	free(img);
+	remove_tree();
+}
+
 TAP_MAIN(TAP_ENTRY(same_input_gives_identical_bytes),
 	 TAP_ENTRY(superblock_checksum_and_root_are_valid),
 	 TAP_ENTRY(uuid_follows_content),
 	 TAP_ENTRY(fixed_mtime_gives_compact_root),
 	 TAP_ENTRY(failed_build_keeps_old_image_and_leaves_nothing),
 	 TAP_ENTRY(file_vanishing_during_build_fails_naming_it),
-	 TAP_ENTRY(block_sizes_below_page_size_build))
+	 TAP_ENTRY(block_sizes_below_page_size_build),
+	 TAP_ENTRY(data_is_written_depth_first))
