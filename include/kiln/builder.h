@@ -135,6 +135,14 @@ struct kiln_build_opts {
 	 * algorithms (lz4 and lz4hc are one).
 	 */
 	const char *compress_hints;
+	/*
+	 * Input bytes per segment the workers compress the packed inode
+	 * (fragments) in: a multiple of 1 MiB up to 1 GiB; 0 = 32 MiB.
+	 * Each segment ends in a partly filled pcluster (a restart, and a
+	 * half-empty block unless the image is 48-bit); each running one
+	 * holds about twice its size in memory.
+	 */
+	uint64_t packed_segment_size;
 };
 
 struct kiln_build_stats {

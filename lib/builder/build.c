@@ -53,6 +53,13 @@ static int build_setup(struct kiln_build *b, const char *source,
 			 source, (int)b->opts.source_kind);
 		return -EINVAL;
 	}
+	if (b->opts.packed_segment_size % (1u << 20) ||
+	    b->opts.packed_segment_size > (1ull << 30)) {
+		kiln_log(&b->lg, KILN_LOG_ERROR,
+			 "packed segment size %llu: must be a multiple of 1 MiB up to 1 GiB",
+			 (unsigned long long)b->opts.packed_segment_size);
+		return -EINVAL;
+	}
 	b->shared_xattr_min = b->opts.shared_xattr_min ? b->opts.shared_xattr_min
 						       : 2;
 	b->newest_mtime = INT64_MIN;
@@ -89,8 +96,7 @@ static void settle_times(struct kiln_build *b)
 	b->epoch = (o->flags & KILN_BUILD_FIXED_MTIME) ? o->fixed_mtime
 						       : b->build_time;
 	b->fixed_nsec = 0;
-	if (!kiln_zctx_extents(b->zctx) &&
-	    !(b->zctx && (o->compress_flags & KILN_COMPRESS_METABOX)))
+	if (!kiln_zctx_48bit(b->zctx))
 		return;
 	/*
 	 * An image only 6.15+ kernels mount anyway (48-bit layout, metabox):

@@ -369,6 +369,8 @@ int kiln_packed_poll(struct kiln_build *b);
 void kiln_packed_free(struct kiln_build *b);
 /* Whether the build collects fragments (and so has a packed inode). */
 bool kiln_packed_wanted(const struct kiln_build *b);
+/* Input bytes per segment of the packed inode (packed_segment_size). */
+uint64_t kiln_packed_segment_size(const struct kiln_build *b);
 
 /* layout.c */
 int kiln_layout_assign_nids(struct kiln_build *b);

@@ -308,7 +308,8 @@ void kiln_zctx_note_file(struct kiln_zctx *zc, const struct kiln_zfile *zf)
 		incompat |= EROFS_FEATURE_INCOMPAT_ZTAILPACKING;
 	if (zf->kind == KILN_ZMAP_FRAGMENT)
 		incompat |= EROFS_FEATURE_INCOMPAT_FRAGMENTS;
-	if (zf->kind == KILN_ZMAP_EXTENTS)
+	/* a classic file's map may still become extent records at commit */
+	if (zf->kind == KILN_ZMAP_EXTENTS || kiln_zctx_48bit(zc))
 		incompat |= EROFS_FEATURE_INCOMPAT_48BIT |
 			    EROFS_FEATURE_INCOMPAT_COMPR_CFGS;
 	if (algs & ~(1u << Z_EROFS_COMPRESSION_LZ4))
@@ -324,6 +325,14 @@ void kiln_zctx_note_file(struct kiln_zctx *zc, const struct kiln_zfile *zf)
 bool kiln_zctx_extents(const struct kiln_zctx *zc)
 {
 	return zc && zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS;
+}
+
+bool kiln_zctx_48bit(const struct kiln_zctx *zc)
+{
+	if (zc && zc->root)
+		zc = zc->root;
+	return kiln_zctx_extents(zc) ||
+	       (zc && (zc->flags & KILN_COMPRESS_METABOX));
 }
 
 bool kiln_zctx_dedupe(const struct kiln_zctx *zc)

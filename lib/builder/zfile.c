@@ -347,6 +347,98 @@ int kiln_zfile_commit(struct kiln_zfile *zf, struct kiln_out *out)
 	return 0;
 }
 
+/* Write the whole blocks @bp holds; keep the partial last one. */
+static int bytepack_flush(struct kiln_bytepack *bp, struct kiln_out *out,
+			  bool all)
+{
+	const unsigned int bits = kiln_out_blkszbits(out);
+	size_t whole = all ? bp->len : bp->len >> bits << bits;
+	kiln_blk_t blk;
+	int err;
+
+	if (!whole)
+		return 0;
+	err = kiln_out_append(out, bp->buf, whole, &blk);
+	if (err)
+		return err;
+	if ((uint64_t)blk << bits != bp->addr)
+		return -EIO;	/* something else appended in between */
+	whole = (size_t)kiln_round_up(whole, 1u << bits);
+	if (whole >= bp->len) {
+		bp->len = 0;
+	} else {
+		memmove(bp->buf, bp->buf + whole, bp->len - whole);
+		bp->len -= whole;
+	}
+	bp->addr += whole;
+	return 0;
+}
+
+int kiln_zfile_commit_bytes(struct kiln_zfile *zf, struct kiln_out *out,
+			    struct kiln_bytepack *bp)
+{
+	/* DEFLATE gaps are at most 4 bytes (place_gap()) */
+	const size_t need = bp->len + zf->held_len + 4 * (size_t)zf->nr_ext;
+
+	if (zf->frag || zf->idata)
+		return -EINVAL;
+	if (!bp->started) {
+		bp->addr = (uint64_t)kiln_out_next_blk(out) << zf->blkszbits;
+		bp->started = true;
+	}
+	if (need > bp->cap) {
+		uint8_t *v = realloc(bp->buf, need);
+
+		if (!v)
+			return -ENOMEM;
+		bp->buf = v;
+		bp->cap = need;
+	}
+	for (size_t i = 0; i < zf->nr_ext; i++) {
+		struct kiln_zext *e = &zf->ext[i];
+		struct kiln_zext at = *e;
+		const uint8_t *pc = zf->held + e->pstart;
+		uint32_t gap;
+
+		if (!has_pcluster(e) || e->flags & KILN_ZEXT_SHARED)
+			continue;
+		if (e->pstart + e->plen > zf->held_len)
+			return -EINVAL;
+		if (!e->fmt) {
+			if (e->llen > e->plen)
+				return -EINVAL;
+			at.plen = e->llen;	/* raw: the bytes themselves */
+		}
+		while (e->fmt && at.plen && !*pc) {
+			pc++;
+			at.plen--;
+		}
+		gap = place_gap(zf, &at, pc, bp->len);
+		memset(bp->buf + bp->len, 0, gap);
+		bp->len += gap;
+		memcpy(bp->buf + bp->len, pc, at.plen);
+		e->pstart = bp->addr + bp->len;
+		e->plen = at.plen;
+		bp->len += at.plen;
+		bp->total += gap + at.plen;
+	}
+	free(zf->held);
+	zf->held = NULL;
+	zf->held_len = 0;
+	zf->blocks = 0;		/* the whole file's: kiln_bytepack_finish() */
+	return bytepack_flush(bp, out, false);
+}
+
+int kiln_bytepack_finish(struct kiln_bytepack *bp, struct kiln_out *out)
+{
+	int err = bytepack_flush(bp, out, true);
+
+	free(bp->buf);
+	bp->buf = NULL;
+	bp->cap = 0;
+	return err;
+}
+
 int kiln_zfile_write(struct kiln_zctx *zc, struct kiln_out *out,
 		     kiln_src_read_fn read, void *read_ctx, uint64_t size,
 		     struct kiln_zfile **out_zf)

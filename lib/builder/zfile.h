@@ -44,6 +44,12 @@ void kiln_zctx_features(const struct kiln_zctx *zc, uint32_t *incompat,
 			uint16_t *u1);
 /* True when @zc maps files as 48-bit extents (images for Linux 6.15+). */
 bool kiln_zctx_extents(const struct kiln_zctx *zc);
+/*
+ * True when images made with @zc are for Linux 6.15+ anyway (the 48-bit
+ * layout: extents, or the metabox): classic files may then be mapped by
+ * extent records where those are smaller than lcluster indexes.
+ */
+bool kiln_zctx_48bit(const struct kiln_zctx *zc);
 /* True when @zc shares identical pclusters (dedupe). */
 bool kiln_zctx_dedupe(const struct kiln_zctx *zc);
 /*
@@ -131,6 +137,28 @@ int kiln_zfile_flat_find(struct kiln_zfile *zf, uint64_t len,
 int kiln_zfile_flat_add(struct kiln_zfile *zf, uint64_t len, uint64_t pstart);
 size_t kiln_zfile_held_bytes(const struct kiln_zfile *zf);
 int kiln_zfile_commit(struct kiln_zfile *zf, struct kiln_out *out);
+
+/*
+ * Byte-packed commits, for maps of extent records (48-bit images): each
+ * pcluster goes right after the previous one, at any byte, stripped of
+ * the zero padding that filled its blocks (raw ones keep their bytes),
+ * and each commit continues where the last one ended instead of from a
+ * new block. The bytes of the last, partly filled block wait in @bp for
+ * the next commit or kiln_bytepack_finish(). No dedupe, no fragment: for
+ * parts of a file that commits whole this way (the packed inode); its map
+ * is then extent records (kiln_zindex_choose()). Nothing else may append
+ * to @out in between.
+ */
+struct kiln_bytepack {
+	uint8_t *buf;
+	size_t len, cap;
+	uint64_t addr;		/* image byte address of buf[0], on a block */
+	uint64_t total;		/* pcluster bytes committed */
+	bool started;
+};
+int kiln_zfile_commit_bytes(struct kiln_zfile *zf, struct kiln_out *out,
+			    struct kiln_bytepack *bp);
+int kiln_bytepack_finish(struct kiln_bytepack *bp, struct kiln_out *out);
 
 /*
  * A big file in segments, so one file also uses every worker and memory

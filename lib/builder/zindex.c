@@ -398,6 +398,61 @@ static void extents_encode(const struct kiln_zfile *zf, uint8_t *dst)
 
 /* ---- the map as a whole ---- */
 
+/* Bytes of @zf's lcluster index of kind @kind (compact: at an aligned start). */
+static uint64_t lcluster_index_bytes(const struct kiln_zfile *zf, int kind)
+{
+	struct compact_geo g;
+
+	if (kind == KILN_ZMAP_FULL)
+		return FULL_INDEX_SKIP + nr_lclusters(zf) * 8;
+	compact_geometry(zf, 0, &g);
+	return g.bytes;
+}
+
+/*
+ * Whether every pcluster starts and ends on a block, as lcluster indexes
+ * (block addresses) need; byte-packed ones (kiln_zfile_commit_bytes())
+ * need extent records.
+ */
+static bool blocks_aligned(const struct kiln_zfile *zf)
+{
+	const uint64_t mask = ((uint64_t)1 << zf->blkszbits) - 1;
+
+	for (size_t i = 0; i < zf->nr_ext; i++) {
+		const struct kiln_zext *e = &zf->ext[i];
+
+		if (e->flags & (KILN_ZEXT_INLINE | KILN_ZEXT_FRAGMENT |
+				KILN_ZEXT_HOLE))
+			continue;
+		if ((e->pstart | e->plen) & mask)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Where the image is for Linux 6.15+ anyway, extent records map a classic
+ * file too when they take fewer bytes than its lcluster index: one 16-byte
+ * record per pcluster against 2-8 bytes per lcluster, so a file whose
+ * pclusters each hold more than 8 lclusters (32 KiB with 4 KiB blocks, 2B
+ * packs) gets the smaller map, and byte-packed pclusters the only one
+ * that addresses them. Extent records carry no inline pcluster.
+ */
+static void maybe_extents(struct kiln_zfile *zf)
+{
+	unsigned int recsz;
+
+	if (zf->idata_size || !zf->nr_ext || !kiln_zctx_48bit(zf->zc))
+		return;
+	recsz = extents_recsz(zf);
+	if (blocks_aligned(zf) &&
+	    (recsz == 4 ? 8 : 0) + (uint64_t)zf->nr_ext * recsz >=
+	    lcluster_index_bytes(zf, zf->kind))
+		return;
+	zf->kind = KILN_ZMAP_EXTENTS;
+	zf->recsz = (uint8_t)recsz;
+}
+
 void kiln_zindex_choose(struct kiln_zfile *zf)
 {
 	uint64_t next = 0;
@@ -405,7 +460,9 @@ void kiln_zindex_choose(struct kiln_zfile *zf)
 
 	if (zf->kind == KILN_ZMAP_FRAGMENT)
 		return;
-	if (zf->kind == KILN_ZMAP_EXTENTS) {
+	/* the extents layout's maps are extent records; classic ones choose */
+	if (zf->kind == KILN_ZMAP_EXTENTS &&
+	    (!zf->zc || kiln_zctx_extents(zf->zc))) {
 		zf->recsz = extents_recsz(zf);
 		return;
 	}
@@ -426,6 +483,7 @@ void kiln_zindex_choose(struct kiln_zfile *zf)
 	}
 	if ((zf->fragoff >> 32) && zf->kind == KILN_ZMAP_COMPACT)
 		zf->kind = KILN_ZMAP_FULL;
+	maybe_extents(zf);
 }
 
 /* Byte offset (from meta_end) of the map's index area and its size. */

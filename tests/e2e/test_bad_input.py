@@ -101,6 +101,9 @@ def test_existing_image_is_replaced_by_a_good_build(kiln, tmp_path):
                                   ["--force-uid", "-1"],
                                   ["--force-uid", "4294967296"],
                                   ["-T", "soon"], ["-U", "not-a-uuid"],
+                                  ["--packed-segment", "1536K"],
+                                  ["--packed-segment", "2G"],
+                                  ["--packed-segment", "0"],
                                   ["--no-such-option"]])
 def test_bad_options_fail_without_writing(kiln, tmp_path, opts):
     src = small_source(tmp_path)

@@ -225,8 +225,9 @@ def test_segmented_files_keep_their_fragment_tails(kiln, big_tree, tmp_path,
 @pytest.fixture(scope="session")
 def many_small_tree(srcfs):
     """Over 15 MiB of small, distinct files: the packed inode spans
-    several of the segments (4 MiB) it is compressed in while the data
-    pass runs, and its size is not a multiple of one."""
+    several of the segments it is compressed in while the data pass runs
+    (4 MiB with --packed-segment 4M), and its size is not a multiple of
+    one."""
     root = srcfs / "fragmany"
     if root.exists():
         return root
@@ -250,13 +251,17 @@ def many_small_tree(srcfs):
     ["-z", "lz4hc", "--ztailpacking"],
     ["-z", "lz4hc", "-C", "65536", "--no-dedupe"],
     ["-z", "lzma", "--memory-limit", "1"],
+    # 48-bit: the segments' pclusters are packed byte by byte
+    ["-z", "lz4hc", "-C", "131072", "--layout", "classic", "--metabox"],
+    ["-z", "deflate", "--layout", "classic", "-C", "16384", "--metabox"],
 ])
 def test_packed_inode_of_several_segments_is_the_same_for_any_j(
         kiln, many_small_tree, tmp_path, kernel_mount, opts):
     imgs, logs = {}, {}
     for j in ("1", "2", "8"):
         imgs[j] = tmp_path / f"j{j}.erofs"
-        r = kiln.run("build", "-v", "-j", j, "--fragments", *opts,
+        r = kiln.run("build", "-v", "-j", j, "--fragments",
+                     "--packed-segment", "4M", *opts,
                      many_small_tree, imgs[j], timeout=600)
         if r.rc and "unknown option" in r.err:
             pytest.skip(f"refused by this build: {r.err.strip()}")

@@ -608,6 +608,142 @@ TEST(extent_list_grows_from_its_inline_record)
 	kiln_zfile_free(zf);
 }
 
+/* Map bytes of @zf as kind @kind (extents: with the record size it gets). */
+static size_t map_bytes_as(struct kiln_zfile *zf, unsigned int kind)
+{
+	unsigned int was = zf->kind, recsz = zf->recsz;
+	size_t len = 0;
+
+	zf->kind = kind;
+	if (kind == KILN_ZMAP_EXTENTS && !zf->recsz)
+		zf->recsz = 16;
+	CHECK_EQ(kiln_zindex_size(zf, 4096 + 64, &len), 0);
+	zf->kind = was;
+	zf->recsz = (uint8_t)recsz;
+	return len;
+}
+
+/*
+ * In an image for 6.15+ (--metabox), a classic file is mapped by extent
+ * records where they are smaller than its lcluster index, never where
+ * they are not; older images keep lcluster indexes.
+ */
+static void map_choice(unsigned int flags, uint32_t pcluster, size_t len,
+		       unsigned int kind, unsigned int want)
+{
+	uint8_t *src = make_data(len, kind, 7);
+	struct memsrc ms = { src, len };
+	struct kiln_zfile *zf = NULL;
+	struct img im;
+	uint8_t *img;
+	size_t img_len;
+
+	CHECK_EQ(img_open(&im, KILN_CODEC_LZ4HC, KILN_COMPRESS_LAYOUT_CLASSIC,
+			  pcluster, flags, 12), 0);
+	CHECK_EQ(kiln_zfile_write(im.zc, im.out, mem_read, &ms, len, &zf), 0);
+	img = img_close(&im, &img_len);
+	CHECK(img != NULL);
+	if (zf && img) {
+		CHECK_EQ(zf->kind, want);
+		check_file(&im, zf, img, img_len, src);
+		if (flags & KILN_COMPRESS_METABOX)
+			CHECK(map_bytes_as(zf, zf->kind) <=
+			      map_bytes_as(zf, want == KILN_ZMAP_EXTENTS ?
+					   KILN_ZMAP_COMPACT :
+					   KILN_ZMAP_EXTENTS));
+	}
+	kiln_zfile_free(zf);
+	kiln_zctx_free(im.zc);
+	free(img);
+	free(src);
+}
+
+TEST(classic_maps_take_extent_records_where_smaller_in_48bit_images)
+{
+	/* 128 KiB pclusters of text: hundreds of lclusters each */
+	map_choice(KILN_COMPRESS_METABOX, 131072, 3u << 20, 0,
+		   KILN_ZMAP_EXTENTS);
+	map_choice(0, 131072, 3u << 20, 0, KILN_ZMAP_COMPACT);
+	/* one-block pclusters, raw ones among them: 2 bytes an lcluster win */
+	map_choice(KILN_COMPRESS_METABOX, 4096, 600000, 3, KILN_ZMAP_COMPACT);
+}
+
+/*
+ * Parts committed byte-packed (the packed inode of a 48-bit image) follow
+ * each other at any byte, stripped of their blocks' zero padding, across
+ * parts; the joined file is mapped by extent records and decodes back.
+ */
+static void byte_packed_parts(enum kiln_codec_id codec)
+{
+	const size_t len = 700000, part = 250000;
+	uint8_t *src = make_data(len, 3, 23);
+	struct memsrc ms = { src, len };
+	struct kiln_bytepack bp = { 0 };
+	struct kiln_zfile *whole = NULL;
+	uint64_t end = 0, stored = 0;
+	bool unaligned = false;
+	struct img im;
+	uint8_t *img;
+	size_t img_len;
+
+	if (!kiln_codec_get(codec)) {
+		free(src);
+		return;
+	}
+	CHECK_EQ(img_open(&im, codec, KILN_COMPRESS_LAYOUT_CLASSIC, 16384,
+			  KILN_COMPRESS_METABOX, 12), 0);
+	for (size_t off = 0; off < len; off += part) {
+		struct kiln_zfile *zf = NULL;
+		size_t n = off + part < len ? part : len - off;
+
+		CHECK_EQ(kiln_zfile_compress_part(im.zc, mem_read, &ms, off, n,
+						  len, NULL, &zf), 0);
+		if (!zf)
+			break;
+		CHECK_EQ(kiln_zfile_commit_bytes(zf, im.out, &bp), 0);
+		CHECK_EQ(kiln_zfile_held_bytes(zf), 0);
+		for (size_t i = 0; i < zf->nr_ext; i++) {
+			const struct kiln_zext *e = &zf->ext[i];
+
+			if (e->flags & KILN_ZEXT_HOLE)
+				continue;
+			/* back to back, DEFLATE's few bytes of shift apart */
+			if (end)
+				CHECK(e->pstart >= end && e->pstart <= end + 4);
+			if (e->pstart % 4096 || e->plen % 4096)
+				unaligned = true;
+			end = e->pstart + e->plen;
+			stored += e->plen;
+		}
+		CHECK_EQ(kiln_zfile_join(&whole, zf), 0);
+	}
+	CHECK_EQ(kiln_bytepack_finish(&bp, im.out), 0);
+	CHECK(unaligned);
+	CHECK(bp.total >= stored && bp.total <= stored + 4 * 64);
+	img = img_close(&im, &img_len);
+	CHECK(img != NULL);
+	if (whole && img) {
+		kiln_zfile_seal(whole);
+		CHECK_EQ(whole->kind, KILN_ZMAP_EXTENTS);
+		CHECK_EQ(whole->size, len);
+		/* one partly filled block at the end, not one a part */
+		CHECK_EQ(img_len, 4096 + (end - 4096 + 4095) / 4096 * 4096);
+		check_file(&im, whole, img, img_len, src);
+	}
+	kiln_zfile_free(whole);
+	kiln_zctx_free(im.zc);
+	free(img);
+	free(src);
+}
+
+TEST(byte_packed_parts_follow_each_other_at_any_byte)
+{
+	byte_packed_parts(KILN_CODEC_LZ4HC);
+	byte_packed_parts(KILN_CODEC_DEFLATE);
+	byte_packed_parts(KILN_CODEC_ZSTD);
+	byte_packed_parts(KILN_CODEC_LZMA);
+}
+
 TAP_MAIN(TAP_ENTRY(classic_one_block_pclusters_roundtrip_every_codec),
 	 TAP_ENTRY(classic_big_pclusters_roundtrip_every_codec),
 	 TAP_ENTRY(ztailpacking_inlines_a_small_last_pcluster),
@@ -620,4 +756,6 @@ TAP_MAIN(TAP_ENTRY(classic_one_block_pclusters_roundtrip_every_codec),
 	 TAP_ENTRY(extents_dedupe_shares_at_any_byte_and_repacks_the_rest),
 	 TAP_ENTRY(features_and_config_records_follow_what_was_written),
 	 TAP_ENTRY(bad_sizes_are_refused),
-	 TAP_ENTRY(extent_list_grows_from_its_inline_record))
+	 TAP_ENTRY(extent_list_grows_from_its_inline_record),
+	 TAP_ENTRY(classic_maps_take_extent_records_where_smaller_in_48bit_images),
+	 TAP_ENTRY(byte_packed_parts_follow_each_other_at_any_byte))

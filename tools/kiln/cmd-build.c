@@ -45,6 +45,7 @@ enum {
 	OPT_RAW_MARGIN,
 	OPT_COMPRESS_HINTS,
 	OPT_MEMORY_LIMIT,
+	OPT_PACKED_SEGMENT,
 	OPT_TAR,
 	OPT_VERIFY,
 };
@@ -261,8 +262,8 @@ static int set_threads(struct build_cli *c, const char *arg)
 	return 0;
 }
 
-/* BYTES with an optional K, M or G suffix (powers of 1024). */
-static int set_memory_limit(struct build_cli *c, const char *arg)
+/* BYTES with an optional K, M or G suffix (powers of 1024), not 0. */
+static int parse_bytes(const char *arg, uint64_t *out)
 {
 	static const char suffixes[] = "KMG";
 	const char *sfx;
@@ -272,25 +273,41 @@ static int set_memory_limit(struct build_cli *c, const char *arg)
 	errno = 0;
 	v = strtoull(arg, &end, 10);
 	if (!*arg || *arg == '-' || errno || end == arg)
-		goto bad;
+		return -1;
 	if (*end) {
 		sfx = strchr(suffixes, end[0] & ~0x20);
 		if (!end[0] || !sfx || end[1])
-			goto bad;
+			return -1;
 		for (const char *s = suffixes; s <= sfx; s++) {
 			if (v > UINT64_MAX / 1024)
-				goto bad;
+				return -1;
 			v *= 1024;
 		}
 	}
 	if (!v)
-		goto bad;
-	c->opts.memory_limit = v;
+		return -1;
+	*out = v;
 	return 0;
-bad:
-	return cli_usage_error(&build_spec, "--memory-limit: '%s' is not a "
-			       "positive number of bytes (suffix K, M or G)",
-			       arg);
+}
+
+static int set_memory_limit(struct build_cli *c, const char *arg)
+{
+	if (parse_bytes(arg, &c->opts.memory_limit))
+		return cli_usage_error(&build_spec, "--memory-limit: '%s' is "
+				       "not a positive number of bytes (suffix "
+				       "K, M or G)", arg);
+	return 0;
+}
+
+static int set_packed_segment(struct build_cli *c, const char *arg)
+{
+	uint64_t v;
+
+	if (parse_bytes(arg, &v) || v % (1u << 20) || v > (1ull << 30))
+		return cli_usage_error(&build_spec, "--packed-segment: '%s' is "
+				       "not a multiple of 1M up to 1G", arg);
+	c->opts.packed_segment_size = v;
+	return 0;
 }
 
 static int set_quiet(struct build_cli *c, const char *arg)
@@ -470,6 +487,10 @@ static const struct build_option {
 			"compression: lines 'GLOB ALG[:LEVEL] [PCLUSTER_SIZE]', "
 			"first match wins (at most two algorithms per image)" },
 	  set_compress_hints },
+	{ { "packed-segment", OPT_PACKED_SEGMENT, "BYTES", "compress the "
+			"packed inode in segments of BYTES (suffix M or G; "
+			"default 32M): bigger, a slightly smaller image and "
+			"more memory" }, set_packed_segment },
 	{ { "raw-margin", OPT_RAW_MARGIN, "BYTES", "store a pcluster raw "
 			"unless compressing saves this much (default one "
 			"block)" }, set_raw_margin },
