@@ -2,7 +2,8 @@
 # Compressed image size and build time, every codec, side by side in one run:
 #   kiln (defaults), kiln-best (128 KiB pclusters/extents, fragments, dedupe),
 #   kiln-min (the smallest kiln makes: classic fixed-output 128 KiB
-#   pclusters, fragments, dedupe and compressed metadata, --metabox),
+#   pclusters, fragments, dedupe of copies at any offset,
+#   --dedupe-shifted, and compressed metadata, --metabox),
 #   kiln-shift (256 KiB extents, fragments, --dedupe-shifted, --metabox:
 #   copies at other offsets shared too; a 256 KiB extent decodes less
 #   than a fixed-output 128 KiB pcluster, which holds 350-450 KiB of
@@ -101,7 +102,7 @@ mib() { awk -v b="$1" 'BEGIN { if (b == "nan") print "nan"; else printf "%.1f", 
 TOOLS=(kiln kiln-best kiln-min kiln-shift mkfs.erofs mkfs.erofs-best mkfs.erofs-48bit mkfs.erofs-mbx mksquashfs)
 {
 	echo "# bench/compress.sh $STAMP on $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "# kiln: $KILN -j2; kiln-best: + -C 131072 --fragments --dedupe; kiln-min: --layout classic -C 131072 --fragments --dedupe --metabox (Linux 6.17+); kiln-shift: --layout extents -C 262144 --fragments --dedupe-shifted --metabox"
+	echo "# kiln: $KILN -j2; kiln-best: + -C 131072 --fragments --dedupe; kiln-min: --layout classic -C 131072 --fragments --dedupe-shifted --metabox (Linux 6.17+); kiln-shift: --layout extents -C 262144 --fragments --dedupe-shifted --metabox"
 	echo "# mkfs.erofs: ${MKFS_VER:-erofs-utils 1.5}$([ $MKFS_NEW = 1 ] && echo '; best: -C131072 -Efragments,dedupe --workers=2 (fixed-output pclusters); 48bit: + -E48bit (not lz4/lz4hc)')$([ $MKFS_MBX = 1 ] && echo '; mbx: best + -m16384')"
 	echo "# mksquashfs: -processors 2 -noappend, 128 KiB blocks"
 	echo "# size_r: tool size / kiln-best size (above 1: kiln-best is smaller)"
@@ -124,7 +125,8 @@ for src in "${CORPORA[@]}"; do
 		one kiln-best "$set" "$src" "$KILN" build -q -j2 -z "$kz" -C 131072 \
 			--fragments --dedupe "$src" "$IMG"
 		one kiln-min "$set" "$src" "$KILN" build -q -j2 -z "$kz" -C 131072 \
-			--layout classic --fragments --dedupe --metabox "$src" "$IMG"
+			--layout classic --fragments --dedupe-shifted --metabox \
+			"$src" "$IMG"
 		one kiln-shift "$set" "$src" "$KILN" build -q -j2 -z "$kz" -C 262144 \
 			--layout extents --fragments --dedupe-shifted --metabox \
 			"$src" "$IMG"

@@ -48,9 +48,10 @@ enum kiln_compress_flags {
 	KILN_COMPRESS_DEDUPE	= 1u << 2,	/* share identical pclusters */
 	KILN_COMPRESS_METABOX	= 1u << 3,	/* compress the inodes (6.17+) */
 	/*
-	 * Also share data that recurs at other offsets: extents end at both
-	 * ends of content-defined chunks found in more than one file (a
-	 * directory source is read twice; extents layout, with DEDUPE).
+	 * Also share data that recurs at other offsets: extents (pclusters
+	 * in the classic layout) end at both ends of content-defined chunks
+	 * found in more than one file (a directory source is read twice;
+	 * with DEDUPE).
 	 */
 	KILN_COMPRESS_DEDUPE_SHIFTED = 1u << 4,
 };

@@ -42,8 +42,8 @@
  * kernels (6.10, 6.6) are close to the 48-bit layout's 6.15 anyway. So they
  * get extents, unless ztailpacking, which only the classic layout has, is
  * asked for; lz4, lz4hc and lzma keep the classic layout, readable by every
- * kernel that has the codec, unless shifted dedupe is asked for: it cuts
- * extents at any byte, which only the extents layout can map.
+ * kernel that has the codec (shifted dedupe included: its cuts end
+ * pclusters too).
  */
 static enum kiln_compress_layout resolve_layout(enum kiln_compress_layout l,
 						const struct kiln_codec_ops *ops,
@@ -55,8 +55,7 @@ static enum kiln_compress_layout resolve_layout(enum kiln_compress_layout l,
 	if (l == KILN_COMPRESS_LAYOUT_EXTENTS)
 		return l;
 	if (l == KILN_COMPRESS_LAYOUT_AUTO &&
-	    !(flags & KILN_COMPRESS_ZTAILPACKING) &&
-	    (searches || (flags & KILN_COMPRESS_DEDUPE_SHIFTED)))
+	    !(flags & KILN_COMPRESS_ZTAILPACKING) && searches)
 		return KILN_COMPRESS_LAYOUT_EXTENTS;
 	return KILN_COMPRESS_LAYOUT_CLASSIC;
 }
@@ -148,10 +147,9 @@ int kiln_zctx_new(const struct kiln_build_opts *opts, unsigned int blkszbits,
 	zc->flags = opts->compress_flags;
 	zc->layout = resolve_layout(opts->compress_layout, zc->ops, zc->flags);
 	if ((zc->flags & KILN_COMPRESS_DEDUPE_SHIFTED) &&
-	    (zc->layout != KILN_COMPRESS_LAYOUT_EXTENTS ||
-	     !(zc->flags & KILN_COMPRESS_DEDUPE))) {
+	    !(zc->flags & KILN_COMPRESS_DEDUPE)) {
 		kiln_log(&zc->lg, KILN_LOG_ERROR,
-			 "shifted dedupe needs dedupe and the extents layout");
+			 "shifted dedupe needs dedupe");
 		free(zc);
 		return -EINVAL;
 	}

@@ -475,7 +475,8 @@ static int zfile_write(struct kiln_zctx *zc, struct kiln_out *out,
 		err = kiln_zpack_extents(zc, pack_out, read, read_ctx, zf,
 					 cuts);
 	else
-		err = kiln_zpack_classic(zc, pack_out, read, read_ctx, zf);
+		err = kiln_zpack_classic(zc, pack_out, read, read_ctx, zf,
+					 cuts);
 	kiln_zindex_choose(zf);
 	if (!err && !pack_out && zc->dd)
 		kiln_zfile_hash_held(zf);

@@ -105,8 +105,10 @@ int kiln_zfile_compress(struct kiln_zctx *zc, kiln_src_read_fn read,
 /*
  * Where extents must end (shifted dedupe, zshift.h): file offsets, sorted,
  * strictly inside the file. The extents layout starts an extent at each
- * (its fixed-size extents then continue from there); the classic layout,
- * whose lclusters allow one extent start each, ignores them.
+ * (its fixed-size extents then continue from there); the classic layout
+ * ends the pcluster before each and fills the next ones from there, except
+ * at a cut in the lcluster where that pcluster starts (an lcluster holds
+ * one extent start).
  */
 struct kiln_zcuts {
 	const uint64_t *at;

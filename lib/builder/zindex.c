@@ -430,13 +430,24 @@ static bool blocks_aligned(const struct kiln_zfile *zf)
 	return true;
 }
 
+/* Whether no two extents start in one lcluster, as lcluster indexes need. */
+static bool heads_apart(const struct kiln_zfile *zf)
+{
+	for (size_t i = 1; i < zf->nr_ext; i++)
+		if (zf->ext[i].lstart >> zf->lclusterbits ==
+		    zf->ext[i - 1].lstart >> zf->lclusterbits)
+			return false;
+	return true;
+}
+
 /*
  * Where the image is for Linux 6.15+ anyway, extent records map a classic
  * file too when they take fewer bytes than its lcluster index: one 16-byte
  * record per pcluster against 2-8 bytes per lcluster, so a file whose
  * pclusters each hold more than 8 lclusters (32 KiB with 4 KiB blocks, 2B
- * packs) gets the smaller map, and byte-packed pclusters the only one
- * that addresses them. Extent records carry no inline pcluster.
+ * packs) gets the smaller map, and byte-packed pclusters or extents
+ * that start in one lcluster (shifted dedupe's cuts) the only one that
+ * maps them. Extent records carry no inline pcluster.
  */
 static void maybe_extents(struct kiln_zfile *zf)
 {
@@ -445,7 +456,7 @@ static void maybe_extents(struct kiln_zfile *zf)
 	if (zf->idata_size || !zf->nr_ext || !kiln_zctx_48bit(zf->zc))
 		return;
 	recsz = extents_recsz(zf);
-	if (blocks_aligned(zf) &&
+	if (blocks_aligned(zf) && heads_apart(zf) &&
 	    (recsz == 4 ? 8 : 0) + (uint64_t)zf->nr_ext * recsz >=
 	    lcluster_index_bytes(zf, zf->kind))
 		return;

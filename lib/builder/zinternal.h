@@ -224,12 +224,12 @@ int kiln_zfile_place_fragment(struct kiln_zfile *zf, bool may_split);
 int kiln_ztail_place(struct kiln_zfile *zf, bool may_split, bool *placed);
 
 /*
- * zpack.c: compress a file's data into pclusters appended to @out; the
- * extents layout ends extents at @cuts (file offsets; NULL: none).
+ * zpack.c: compress a file's data into pclusters appended to @out, ending
+ * extents (pclusters) at @cuts (file offsets; NULL: none, zfile.h).
  */
 int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 		       kiln_src_read_fn read, void *read_ctx,
-		       struct kiln_zfile *zf);
+		       struct kiln_zfile *zf, const struct kiln_zcuts *cuts);
 int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
 		       kiln_src_read_fn read, void *read_ctx,
 		       struct kiln_zfile *zf, const struct kiln_zcuts *cuts);

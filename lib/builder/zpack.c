@@ -229,6 +229,7 @@ static int add_extent(struct zpack *z, uint64_t lstart, uint32_t llen,
 }
 
 static int rest_compresses(struct zpack *z, uint64_t pos);
+static uint64_t to_next_cut(struct zpack *z, uint64_t pos);
 
 /*
  * Whether to keep going compressed. Before the output is committed, a file
@@ -471,7 +472,7 @@ static ssize_t classic_compress(struct zpack *z, const uint8_t *src,
 
 int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 		       kiln_src_read_fn read, void *read_ctx,
-		       struct kiln_zfile *zf)
+		       struct kiln_zfile *zf, const struct kiln_zcuts *cuts)
 {
 	const uint32_t bs = kiln_zctx_blksz(zc);
 	const bool frags = use_fragments(zc, zf);
@@ -481,6 +482,7 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 	 */
 	const bool tailpack = (zc->flags & KILN_COMPRESS_ZTAILPACKING) &&
 			      !(zf->seg & KILN_ZSEG_MORE) && !frags;
+	const bool any_cut = kiln_zctx_48bit(zc);
 	struct zpack z;
 	uint64_t pos = 0;
 	int err;
@@ -490,9 +492,29 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 	zf->big = zc->pcluster_size > bs;
 	zf->alg = zc->ops->erofs_alg;
 	err = zpack_init(&z, zc, out, read, read_ctx, zf, 2 * (size_t)zc->max_in);
+	z.cuts = cuts;
+	if (cuts && cuts->nr)
+		z.sink.decided = true;
 	while (!err && pos < zf->size) {
 		uint64_t rem = zf->size - pos;
 		size_t avail = (size_t)KILN_MIN(rem, (uint64_t)zc->max_in);
+		uint64_t cut = to_next_cut(&z, pos);
+
+		/* a head per lcluster: a cut in pos's own lcluster is passed */
+		/*
+		 * Shifted dedupe: the pcluster ends at the next cut, so every
+		 * copy of a shared chunk is packed from its first byte alike.
+		 * Lcluster indexes hold one extent start an lcluster: unless
+		 * the image maps files by extent records (48-bit), a cut in
+		 * this pcluster's own lcluster is passed over.
+		 */
+		bool at_cut = cut < avail &&
+			      (any_cut ||
+			       ((zf->seg_off + pos) >> zf->lclusterbits) !=
+			       ((zf->seg_off + pos + cut) >> zf->lclusterbits));
+
+		if (at_cut)
+			avail = (size_t)cut;
 		const uint8_t *src;
 		size_t in_len = avail;
 		ssize_t r;
@@ -550,9 +572,12 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 					 (uint8_t)(zc->ops->erofs_alg + 1));
 			break;
 		}
-		if (r <= 0)
+		if (r <= 0) {
 			in_len = classic_raw_len(zc, pos, zf->size,
 						 r == -ENOSPC ? avail : in_len);
+			if (at_cut)
+				in_len = KILN_MIN(in_len, avail);
+		}
 		err = classic_put(&z, pos, src, in_len, r);
 		pos += in_len;
 		if (!err)

@@ -61,7 +61,7 @@ int kiln_zfile_compress_segment(struct kiln_zctx *zc, kiln_src_read_fn read,
 	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS)
 		err = kiln_zpack_extents(zc, NULL, part_read, &src, zf, cuts);
 	else
-		err = kiln_zpack_classic(zc, NULL, part_read, &src, zf);
+		err = kiln_zpack_classic(zc, NULL, part_read, &src, zf, cuts);
 	if (err) {
 		kiln_zfile_free(zf);
 		/*

@@ -2,7 +2,8 @@
 /*
  * The plan of shifted-copy dedupe (zshift.h): content-defined chunks of
  * every big compressed file, counted over the distinct file contents, and
- * the cuts that make each shared chunk start and end an extent.
+ * the cuts that make each shared chunk start and end an extent (a pcluster
+ * in the classic layout).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -368,7 +369,7 @@ static int file_cuts(const struct plan *pl, struct shift_file *f,
 	return 0;
 }
 
-/* Files worth chunking: compressed as extents, with dedupe, big enough. */
+/* Files worth chunking: compressed, with dedupe, big enough. */
 static bool plan_wants(struct kiln_build *b, const struct kiln_node *n)
 {
 	struct kiln_zctx *zc;
@@ -377,7 +378,7 @@ static bool plan_wants(struct kiln_build *b, const struct kiln_node *n)
 	    (n->flags & KILN_NODE_STREAMED))
 		return false;
 	zc = kiln_node_zctx(b, n);
-	return zc && kiln_zctx_extents(zc) && kiln_zctx_dedupe(zc);
+	return zc && kiln_zctx_dedupe(zc);
 }
 
 static int plan_run(struct plan *pl)

@@ -25,8 +25,8 @@ struct kiln_zcuts;
 struct kiln_zshift;
 
 /*
- * Read and chunk every regular file of b->nodes that is compressed with
- * the extents layout and long enough to hold two chunks; sets b->zshift
+ * Read and chunk every regular file of b->order that is compressed (with
+ * dedupe) and long enough to hold two chunks; sets b->zshift
  * (NULL when no file has a shared chunk). Returns 0 or a negative errno;
  * a file that cannot be read now only gets no cuts (the data pass reports
  * it).

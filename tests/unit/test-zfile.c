@@ -18,6 +18,7 @@
 #include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/endian.h"
+#include "util/checked.h"
 #include "tap.h"
 
 struct memsrc {
@@ -744,6 +745,64 @@ TEST(byte_packed_parts_follow_each_other_at_any_byte)
 	byte_packed_parts(KILN_CODEC_LZMA);
 }
 
+/*
+ * Shifted dedupe's cuts in the classic layout: a pcluster ends at each
+ * cut; with lcluster indexes only where the next extent starts in an
+ * lcluster of its own, in a 48-bit image (extent records) everywhere.
+ */
+static void classic_cuts(unsigned int flags, unsigned int kind)
+{
+	static const uint64_t at[] = { 70001, 70001 + 65536 + 77, 250003,
+				       250003 + 100, 400000 };
+	const struct kiln_zcuts cuts = { at, KILN_ARRAY_SIZE(at) };
+	const size_t len = 500000;
+	uint8_t *src = make_data(len, kind, 31);
+	struct memsrc ms = { src, len };
+	struct kiln_zfile *zf = NULL;
+	struct img im;
+	uint8_t *img;
+	size_t img_len, honored = 0;
+
+	CHECK_EQ(img_open(&im, KILN_CODEC_LZ4HC, KILN_COMPRESS_LAYOUT_CLASSIC,
+			  16384, flags | KILN_COMPRESS_DEDUPE, 12), 0);
+	CHECK_EQ(kiln_zfile_compress_cut(im.zc, mem_read, &ms, len, &cuts,
+					 &zf), 0);
+	if (zf)
+		CHECK_EQ(kiln_zfile_commit(zf, im.out), 0);
+	img = img_close(&im, &img_len);
+	CHECK(img != NULL);
+	for (size_t c = 0; zf && c < cuts.nr; c++) {
+		bool start = false, near = false;
+
+		for (size_t i = 0; i < zf->nr_ext; i++) {
+			start |= zf->ext[i].lstart == at[c];
+			near |= zf->ext[i].lstart < at[c] &&
+				zf->ext[i].lstart >> 12 == at[c] >> 12;
+		}
+		honored += start;
+		/* passed over only for a head in the cut's own lcluster */
+		CHECK(start || (!(flags & KILN_COMPRESS_METABOX) && near));
+	}
+	CHECK(honored >= 3);
+	if (zf && img) {
+		check_file(&im, zf, img, img_len, src);
+		if (!(flags & KILN_COMPRESS_METABOX))
+			CHECK(zf->kind != KILN_ZMAP_EXTENTS);
+	}
+	kiln_zfile_free(zf);
+	kiln_zctx_free(im.zc);
+	free(img);
+	free(src);
+}
+
+TEST(classic_pclusters_end_at_shifted_dedupe_cuts)
+{
+	classic_cuts(0, 0);
+	classic_cuts(0, 3);
+	classic_cuts(KILN_COMPRESS_METABOX, 0);
+	classic_cuts(KILN_COMPRESS_METABOX, 3);
+}
+
 TAP_MAIN(TAP_ENTRY(classic_one_block_pclusters_roundtrip_every_codec),
 	 TAP_ENTRY(classic_big_pclusters_roundtrip_every_codec),
 	 TAP_ENTRY(ztailpacking_inlines_a_small_last_pcluster),
@@ -758,4 +817,5 @@ TAP_MAIN(TAP_ENTRY(classic_one_block_pclusters_roundtrip_every_codec),
 	 TAP_ENTRY(bad_sizes_are_refused),
 	 TAP_ENTRY(extent_list_grows_from_its_inline_record),
 	 TAP_ENTRY(classic_maps_take_extent_records_where_smaller_in_48bit_images),
-	 TAP_ENTRY(byte_packed_parts_follow_each_other_at_any_byte))
+	 TAP_ENTRY(byte_packed_parts_follow_each_other_at_any_byte),
+	 TAP_ENTRY(classic_pclusters_end_at_shifted_dedupe_cuts))

@@ -479,8 +479,8 @@ static const struct build_option {
 			"even when an identical copy is in the image" },
 	  set_no_dedupe },
 	{ { "dedupe-shifted", OPT_DEDUPE_SHIFTED, NULL, "also share data "
-			"found again at other offsets (reads big files twice; "
-			"extents layout, Linux 6.15+)" }, set_dedupe_shifted },
+			"found again at other offsets (reads big files twice)" },
+	  set_dedupe_shifted },
 	{ { "metabox", OPT_METABOX, NULL, "compress the inodes too, in a "
 			"metadata inode (Linux 6.17+)" }, set_metabox },
 	{ { "compress-hints", OPT_COMPRESS_HINTS, "FILE", "per-file "
@@ -618,14 +618,10 @@ int cmd_build(int argc, char **argv)
 		else if (c.tar)
 			why = "--dedupe-shifted needs a directory SOURCE (a tar "
 			      "stream is read only once)";
-		else if (c.opts.compress_layout == KILN_COMPRESS_LAYOUT_CLASSIC)
-			why = "--dedupe-shifted needs --layout extents";
 		if (why) {
 			rc = cli_usage_error(&build_spec, "%s", why);
 			goto out;
 		}
-		/* it cuts extents anywhere: only the extents layout maps that */
-		c.opts.compress_layout = KILN_COMPRESS_LAYOUT_EXTENTS;
 	}
 	/* sharing costs a hash per pcluster (workers) and saves much */
 	if (c.opts.compress.codec != KILN_CODEC_NONE && !c.no_dedupe)
