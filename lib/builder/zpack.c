@@ -499,8 +499,6 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 		uint64_t rem = zf->size - pos;
 		size_t avail = (size_t)KILN_MIN(rem, (uint64_t)zc->max_in);
 		uint64_t cut = to_next_cut(&z, pos);
-
-		/* a head per lcluster: a cut in pos's own lcluster is passed */
 		/*
 		 * Shifted dedupe: the pcluster ends at the next cut, so every
 		 * copy of a shared chunk is packed from its first byte alike.
@@ -512,17 +510,42 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 			      (any_cut ||
 			       ((zf->seg_off + pos) >> zf->lclusterbits) !=
 			       ((zf->seg_off + pos + cut) >> zf->lclusterbits));
+		const uint8_t *src;
+		size_t in_len;
+		ssize_t r;
 
 		if (at_cut)
 			avail = (size_t)cut;
-		const uint8_t *src;
-		size_t in_len = avail;
-		ssize_t r;
-
+		in_len = avail;
 		err = zin_get(&z.in, pos, avail, &src);
 		if (err)
 			break;
-		/* fragments: a remainder of at most a pcluster, raw */
+		/*
+		 * fragments: a remainder of at most a pcluster, raw. In a
+		 * file cut for shifted dedupe, one that does not compress
+		 * keeps its whole blocks, which copies share, and only its
+		 * last partial block goes to the packed inode.
+		 */
+		if (frags && rem <= zc->pcluster_size && rem >= bs &&
+		    z.cuts && z.cuts->nr) {
+			size_t probe = avail;
+
+			r = classic_compress(&z, src, &probe,
+					     zc->pcluster_size);
+
+			if (r < 0 && r != -ENOSPC) {
+				err = (int)r;
+				break;
+			}
+			if (r == -ENOSPC) {
+				in_len = rem / bs * bs;
+				err = classic_put(&z, pos, src, in_len, r);
+				pos += in_len;
+				if (!err)
+					err = zpack_after_put(&z, pos);
+				continue;
+			}
+		}
 		if (frags && rem <= zc->pcluster_size) {
 			err = set_fragment(&z, pos, src, (uint32_t)rem);
 			break;

@@ -92,6 +92,35 @@ def test_shifted_copies_are_stored_once_and_read_back(kiln, shift_tree,
             (shift_tree / rel).read_bytes()
 
 
+@pytest.mark.parametrize("opts", [[], ["--metabox"]])
+def test_raw_copies_with_other_ends_keep_their_blocks_shared(
+        kiln, srcfs, tmp_path, kernel_mount, scratch, opts):
+    """Incompressible files equal but for their last bytes (one gzip
+    stream packaged three times): the part after the last cut does not go
+    whole to the packed inode, where the copies could not share it, so
+    the option costs next to nothing against sharing whole raw blocks."""
+    root = srcfs / "shift-raw-ends"
+    if not root.exists():
+        rng = random.Random(13)
+        body = rng.randbytes(1300000)
+        for n in range(3):
+            (root / f"pkg{n}").mkdir(parents=True)
+            (root / f"pkg{n}" / "changelog.gz").write_bytes(
+                body + b"pkg%d" % n * 5)
+    on, off = tmp_path / "on.erofs", tmp_path / "off.erofs"
+    r = kiln.ok("build", "-v", "-z", "lz4", "-C", "131072",
+                "--dedupe-shifted", *opts, root, on)
+    kiln.build(root, off, "-z", "lz4", "-C", "131072", *opts)
+    assert os.path.getsize(on) <= os.path.getsize(off) + 32768, \
+        (os.path.getsize(on), os.path.getsize(off))
+    # only the last partial block of each copy is in the packed inode
+    packed = [ln for ln in r.err.splitlines() if "packed inode:" in ln]
+    assert packed, r.err
+    assert int(packed[0].split("packed inode:")[1].split()[0]) < 3 * 4096
+    assert os.path.getsize(on) < 2 * 1300000, "copies not shared"
+    reads_back(kiln, on, root, kernel_mount, scratch)
+
+
 @pytest.mark.parametrize("codec", ["zstd", "lz4hc"])
 def test_shifted_images_are_the_same_for_any_thread_count(kiln, shift_tree,
                                                           tmp_path, codec):
