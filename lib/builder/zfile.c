@@ -400,7 +400,7 @@ int kiln_zfile_commit_bytes(struct kiln_zfile *zf, struct kiln_out *out,
 		const uint8_t *pc = zf->held + e->pstart;
 		uint32_t gap;
 
-		if (!has_pcluster(e) || e->flags & KILN_ZEXT_SHARED)
+		if (!has_pcluster(e))
 			continue;
 		if (e->pstart + e->plen > zf->held_len)
 			return -EINVAL;

@@ -532,7 +532,6 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 
 			r = classic_compress(&z, src, &probe,
 					     zc->pcluster_size);
-
 			if (r < 0 && r != -ENOSPC) {
 				err = (int)r;
 				break;
