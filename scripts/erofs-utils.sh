@@ -1,0 +1,73 @@
+#!/bin/sh
+# Build erofs-utils (mkfs.erofs, fsck.erofs, dump.erofs, erofsfuse) from
+# Debian's unstable source package into a cache directory outside the tree,
+# for the compatibility tests and the benchmarks. The system's apt sources
+# are left alone: a private apt configuration with its own lists and cache
+# fetches the source package only.
+#
+# Usage: scripts/erofs-utils.sh [CACHE_DIR]     (default ~/.cache/kiln-peers)
+# Prints the directory to put first on PATH (CACHE_DIR/erofs-utils-VER/bin).
+set -eu
+
+CACHE=${1:-${KILN_PEERS_CACHE:-$HOME/.cache/kiln-peers}}
+SUITE=${EROFS_UTILS_SUITE:-unstable}
+MIRROR=${EROFS_UTILS_MIRROR:-http://deb.debian.org/debian}
+mkdir -p "$CACHE"
+CACHE=$(cd "$CACHE" && pwd)
+
+# A finished build is reused as it is (cached between runs).
+done_bin=$(ls -d "$CACHE"/erofs-utils-*/bin 2>/dev/null | tail -n1 || true)
+if [ -n "$done_bin" ] && [ -x "$done_bin/mkfs.erofs" ] &&
+   [ -x "$done_bin/fsck.erofs" ] && [ -x "$done_bin/dump.erofs" ]; then
+	echo "$done_bin"
+	exit 0
+fi
+
+APT=$CACHE/apt
+mkdir -p "$APT/lists/partial" "$APT/archives/partial" "$APT/src"
+echo "deb-src $MIRROR $SUITE main" > "$APT/sources.list"
+: > "$APT/empty"
+cat > "$APT/apt.conf" <<CONF
+Dir::Etc::SourceList "$APT/sources.list";
+Dir::Etc::SourceParts "$APT/empty-parts";
+Dir::State::Lists "$APT/lists";
+Dir::Cache "$APT/cache";
+Dir::Cache::archives "$APT/archives";
+APT::Sandbox::User "root";
+CONF
+mkdir -p "$APT/empty-parts" "$APT/cache"
+export APT_CONFIG="$APT/apt.conf"
+
+apt-get update -qq -o Debug::NoLocking=1 >&2
+cd "$APT/src"
+rm -rf erofs-utils-*/
+apt-get source -qq --download-only -o Debug::NoLocking=1 erofs-utils >&2
+dsc=$(ls erofs-utils_*.dsc | tail -n1)
+ver=$(basename "$dsc" .dsc | sed 's/^erofs-utils_//; s/-[^-]*$//')
+dpkg-source -x --no-check "$dsc" "erofs-utils-$ver" >&2
+
+# Build needs: autotools and the codec headers kiln's own deps already bring.
+need="autoconf automake libtool pkg-config uuid-dev libselinux1-dev"
+missing=""
+for p in $need; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+		missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+	unset APT_CONFIG
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		--no-install-recommends $missing >&2
+fi
+
+cd "erofs-utils-$ver"
+prefix=$CACHE/erofs-utils-$ver
+{
+	./autogen.sh
+	./configure --prefix="$prefix" --enable-lz4 --enable-lzma \
+		--with-libzstd --with-libdeflate --enable-fuse \
+		--disable-werror
+	make -j"$(nproc)"
+	make install
+} >&2
+"$prefix/bin/mkfs.erofs" --version >&2 || true
+echo "$prefix/bin"
