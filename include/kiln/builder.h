@@ -144,6 +144,27 @@ struct kiln_build_opts {
 	 * holds about twice its size in memory.
 	 */
 	uint64_t packed_segment_size;
+	/*
+	 * SELinux file contexts file (file_contexts(5), read by libselinux's
+	 * selabel_open(SELABEL_CTX_FILE)), or NULL. Each inode's
+	 * security.selinux xattr is then what selabel_lookup() gives for
+	 * its path below @mount_point and its file type, stored as the
+	 * context string with its trailing NUL (as setfiles stores it); a
+	 * label from the source is dropped either way, so a "<<none>>" file
+	 * (or one no line matches) is unlabelled. Labels are stored even
+	 * with KILN_BUILD_NO_XATTRS (which drops the source's xattrs). A
+	 * file with several names takes the label of the first one seen: in
+	 * image order for a directory source, in archive order for tar. A
+	 * file that libselinux cannot read or parse fails the build before
+	 * anything is written.
+	 */
+	const char *file_contexts;
+	/*
+	 * Where the image will be mounted, for @file_contexts only (NULL =
+	 * "/"): the file "etc/x" is looked up as "<mount_point>/etc/x", the
+	 * root as "<mount_point>" itself. A missing leading '/' is added.
+	 */
+	const char *mount_point;
 };
 
 struct kiln_build_stats {

@@ -11,6 +11,7 @@
 
 #include "builder/internal.h"
 #include "builder/output.h"
+#include "builder/selabel.h"
 #include "builder/zshift.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
@@ -67,6 +68,10 @@ static int build_setup(struct kiln_build *b, const char *source,
 			    EROFS_FEATURE_COMPAT_MTIME;
 	if (!(b->opts.flags & KILN_BUILD_NO_XATTR_FILTER))
 		b->feature_compat |= EROFS_FEATURE_COMPAT_XATTR_FILTER;
+	/* a broken file_contexts fails here, before the image is opened */
+	if (b->opts.file_contexts)
+		return kiln_selabel_open(&b->selabel, b->opts.file_contexts,
+					 b->opts.mount_point, &b->lg);
 	return 0;
 }
 
@@ -134,6 +139,7 @@ static void build_release(struct kiln_build *b)
 	free(b->order);
 	kiln_progress_release(&b->progress);
 	kiln_xattr_table_release(&b->xt);
+	kiln_selabel_close(b->selabel);
 	free(b->tails);
 	free(b->iobuf);
 }

@@ -21,6 +21,7 @@ struct kiln_out;
 struct kiln_zctx;
 struct kiln_zfile;
 struct kiln_packer;
+struct kiln_selabel;
 struct kiln_threadpool;
 
 /* One xattr (name + value), deduplicated across the whole tree. */
@@ -127,6 +128,7 @@ struct kiln_build {
 	size_t nr_nodes, nodes_cap;
 	struct kiln_node **order;	/* the data order (order.c) */
 	struct kiln_xattr_table xt;
+	struct kiln_selabel *selabel;	/* opts.file_contexts, or NULL */
 
 	/* the image */
 	struct kiln_out *out;
@@ -196,6 +198,15 @@ void kiln_xattr_encode_ibody(struct kiln_xattr_item *const *items, size_t n,
 void kiln_xattr_encode_shared(const struct kiln_xattr_table *xt, void *dst);
 /* Sort one node's items by (index, name) and drop duplicates. */
 void kiln_xattr_sort(struct kiln_xattr_item **items, uint16_t *n);
+/*
+ * With opts.file_contexts (b->selabel), replace @n's security.selinux with
+ * the label of @rel (the path below the root, "" for the root) for
+ * n->mode's file type, or drop it for "<<none>>"; no-op otherwise. Keeps
+ * n->xattrs sorted; counts no refs (the scan does, once per node). @what
+ * names the file in messages. 0 or a negative errno, logged.
+ */
+int kiln_xattr_set_label(struct kiln_build *b, struct kiln_node *n,
+			 const char *rel, const char *what);
 
 /* inode.c */
 bool kiln_inode_fits_compact(const struct kiln_node *n, int64_t epoch,

@@ -512,6 +512,9 @@ static int entry_attrs(struct tar *t, struct kiln_node *n,
 	err = entry_xattrs(t, n, e);
 	if (!err)
 		note_acl_records(t, n, e);
+	/* now, before the data streams: the xattrs shape an inline tail */
+	if (!err)
+		err = kiln_xattr_set_label(b, n, t->path, t->label);
 	return err;
 }
 
@@ -1257,6 +1260,27 @@ static void node_free(struct kiln_node *n)
 	free(n);
 }
 
+/* The label of a directory only known as the parent of entries. */
+static int label_implicit(struct kiln_build *b, struct kiln_node *n)
+{
+	const char *src = strcmp(b->source, "-") ? b->source : "<stdin>";
+	char path[KILN_PATH_BUF], what[KILN_PATH_BUF + 16];
+	const char *rel;
+
+	if (!b->selabel)
+		return 0;
+	kiln_node_path(b, n, path, sizeof(path));
+	rel = path + KILN_MIN(strlen(b->source), strlen(path));
+	rel += strspn(rel, "/");
+	snprintf(what, sizeof(what), "%s: %s", src, *rel ? rel : ".");
+	if (strlen(path) >= sizeof(path) - 1) {
+		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: path too long to look "
+			 "up its SELinux label", what);
+		return -ENAMETOOLONG;
+	}
+	return kiln_xattr_set_label(b, n, rel, what);
+}
+
 /*
  * Breadth first from the root over sorted names, as a directory scan
  * orders b->nodes; nodes no name reaches any more (replaced entries) are
@@ -1319,6 +1343,14 @@ static int tar_finish(struct tar *t)
 	b->nr_nodes = b->nodes_cap = nr;
 	for (size_t i = 0; i < nr; i++) {
 		struct kiln_node *n = order[i];
+		int err;
+
+		/* parents without an entry get their label by their place */
+		if (n->flags & KILN_NODE_IMPLICIT) {
+			err = label_implicit(b, n);
+			if (err)
+				return err;
+		}
 
 		for (uint16_t k = 0; k < n->nr_xattrs; k++)
 			n->xattrs[k]->refs++;

@@ -236,8 +236,6 @@ static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path,
 		v[n->nr_xattrs++] = item;
 	}
 	kiln_xattr_sort(n->xattrs, &n->nr_xattrs);
-	for (uint16_t i = 0; i < n->nr_xattrs; i++)
-		n->xattrs[i]->refs++;
 	return 0;
 }
 
@@ -246,6 +244,7 @@ static int scan_node(struct scan *s, struct kiln_node *n, int dirfd,
 		     const char *name, const char *path, const struct stat *st)
 {
 	const struct kiln_build_opts *o = &s->b->opts;
+	const char *rel;
 	int err;
 
 	n->mode = st->st_mode;
@@ -309,6 +308,14 @@ static int scan_node(struct scan *s, struct kiln_node *n, int dirfd,
 		if (err)
 			return err;
 	}
+	/* @path is "<source>/<rel>": the label goes by the path below it */
+	rel = path + KILN_MIN(strlen(s->b->source), strlen(path));
+	rel += strspn(rel, "/");
+	err = kiln_xattr_set_label(s->b, n, rel, path);
+	if (err)
+		return err;
+	for (uint16_t i = 0; i < n->nr_xattrs; i++)
+		n->xattrs[i]->refs++;
 	s->b->stats.inodes++;
 	return 0;
 }

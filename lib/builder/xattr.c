@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Extended attributes: namespace prefixes, deduplication across the tree,
- * the shared area, per-inode inline areas and the name bloom filter.
+ * SELinux labels, the shared area, per-inode inline areas and the name
+ * bloom filter.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <xxhash.h>
 
 #include "builder/internal.h"
+#include "builder/selabel.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 #include "util/endian.h"
@@ -138,6 +140,62 @@ int kiln_xattr_intern(struct kiln_xattr_table *xt, unsigned int index,
 	xt->buckets[h & (xt->nr_buckets - 1)] = it;
 	xt->items[xt->nr_items++] = it;
 	*item = it;
+	return 0;
+}
+
+static bool is_selinux_label(const struct kiln_xattr_item *it)
+{
+	return it->index == EROFS_XATTR_INDEX_SECURITY && it->name_len == 7 &&
+	       !memcmp(it->name, "selinux", 7);
+}
+
+int kiln_xattr_set_label(struct kiln_build *b, struct kiln_node *n,
+			 const char *rel, const char *what)
+{
+	struct kiln_xattr_item *item, **v;
+	uint16_t kept = 0;
+	size_t len;
+	char *ctx;
+	int err;
+
+	if (!b->selabel)
+		return 0;
+	/* the file_contexts file alone labels the image: no host labels */
+	for (uint16_t i = 0; i < n->nr_xattrs; i++)
+		if (!is_selinux_label(n->xattrs[i]))
+			n->xattrs[kept++] = n->xattrs[i];
+	n->nr_xattrs = kept;
+	err = kiln_selabel_lookup(b->selabel, rel, n->mode, &ctx);
+	if (err == -ENOENT)
+		return 0;
+	if (err) {
+		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: SELinux label lookup "
+			 "failed: %s", what, strerror(-err));
+		return err;
+	}
+	/* the value keeps the string's NUL, as setfiles and the kernel do */
+	len = strlen(ctx) + 1;
+	if (len > UINT16_MAX) {
+		free(ctx);
+		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: SELinux label longer "
+			 "than 65534 bytes", what);
+		return -E2BIG;
+	}
+	err = kiln_xattr_intern(&b->xt, EROFS_XATTR_INDEX_SECURITY, "selinux",
+				7, ctx, len, &item);
+	free(ctx);
+	if (err)
+		return err;
+	if (n->nr_xattrs == UINT16_MAX) {
+		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: too many xattrs", what);
+		return -E2BIG;
+	}
+	v = realloc(n->xattrs, (n->nr_xattrs + 1u) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	n->xattrs = v;
+	v[n->nr_xattrs++] = item;
+	kiln_xattr_sort(n->xattrs, &n->nr_xattrs);
 	return 0;
 }
 
