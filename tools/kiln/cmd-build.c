@@ -48,6 +48,8 @@ enum {
 	OPT_PACKED_SEGMENT,
 	OPT_TAR,
 	OPT_VERIFY,
+	OPT_FILE_CONTEXTS,
+	OPT_MOUNT_POINT,
 };
 
 /* A decimal number in [@min, @max]. */
@@ -242,6 +244,21 @@ static int set_verify(struct build_cli *c, const char *arg)
 {
 	(void)arg;
 	c->opts.flags |= KILN_BUILD_VERIFY;
+	return 0;
+}
+
+static int set_file_contexts(struct build_cli *c, const char *arg)
+{
+	c->opts.file_contexts = arg;
+	return 0;
+}
+
+static int set_mount_point(struct build_cli *c, const char *arg)
+{
+	if (!*arg)
+		return cli_usage_error(&build_spec,
+				       "--mount-point: empty path");
+	c->opts.mount_point = arg;
 	return 0;
 }
 
@@ -449,6 +466,13 @@ static const struct build_option {
 				 "from the content)" }, set_uuid },
 	{ { "no-xattrs", OPT_NO_XATTRS, NULL, "do not store extended "
 					      "attributes" }, set_no_xattrs },
+	{ { "file-contexts", OPT_FILE_CONTEXTS, "FILE", "label every file "
+			"for SELinux (security.selinux) from the file_contexts "
+			"FILE, replacing labels from the source; kept with "
+			"--no-xattrs" }, set_file_contexts },
+	{ { "mount-point", OPT_MOUNT_POINT, "PATH", "where the image will "
+			"be mounted, for --file-contexts: files are looked up "
+			"as PATH/<path> (default /)" }, set_mount_point },
 	{ { "threads", 'j', "N", "worker threads (0 = all cores)" },
 	  set_threads },
 	{ { "memory-limit", OPT_MEMORY_LIMIT, "BYTES", "bound on file data "
