@@ -302,6 +302,53 @@ def test_without_file_contexts_source_labels_stay(kiln, tree, tmp_path,
     assert got == {"": HOST_LABEL, "data/secret": HOST_LABEL, "bin/sh": None}
 
 
+def test_hardlinks_take_the_first_name_in_image_order(kiln, srcfs, contexts,
+                                                     tmp_path, kernel_mount):
+    root = srcfs / "selinux-links"
+    if not root.exists():
+        (root / "etc").mkdir(parents=True)
+        (root / "bin").mkdir()
+        (root / "etc/tool").write_bytes(b"one inode, two names\n")
+        os.link(root / "etc/tool", root / "bin/tool")
+    img = tmp_path / "l.erofs"
+    kiln.build(root, img, "--file-contexts", contexts)
+    with kernel_mount(img) as mnt:
+        # "bin" sorts before "etc": bin/tool is the name the label is for
+        assert os.stat(mnt / "etc/tool").st_nlink == 2
+        assert image_labels(mnt, ["bin/tool", "etc/tool"]) == {
+            "bin/tool": b"u:object_r:bin_t:s0\0",
+            "etc/tool": b"u:object_r:bin_t:s0\0"}
+
+
+def mkfs_erofs_with_file_contexts():
+    for d in ("/usr/sbin", "/usr/bin", "/sbin"):
+        p = os.path.join(d, "mkfs.erofs")
+        if os.access(p, os.X_OK):
+            r = subprocess.run([p, "--help"], capture_output=True, text=True)
+            if "--file-contexts" in r.stdout + r.stderr:
+                return p
+    return None
+
+
+def test_labels_equal_mkfs_erofs_but_for_the_nul(kiln, tree, contexts,
+                                                 tmp_path, kernel_mount):
+    """mkfs.erofs looks labels up the same way; it stores the context
+    without the NUL that setfiles and kiln keep."""
+    mkfs = mkfs_erofs_with_file_contexts()
+    if not mkfs:
+        pytest.skip("needs a mkfs.erofs built with libselinux")
+    theirs = tmp_path / "m.erofs"
+    r = subprocess.run([mkfs, f"--file-contexts={contexts}", str(theirs),
+                        str(tree)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    files, ours, _ = build_and_read(kiln, kernel_mount, tree,
+                                    tmp_path / "k.erofs", "--file-contexts",
+                                    contexts)
+    with kernel_mount(theirs) as mnt:
+        got = image_labels(mnt, files)
+    assert {r: v and v + b"\0" for r, v in got.items()} == ours
+
+
 def test_reproducible_for_any_thread_count(kiln, tree, contexts, tmp_path):
     imgs = []
     for i, opts in enumerate((("-j1",), ("-j2",), ("-j2",),
