@@ -149,7 +149,8 @@ struct kiln_build_opts {
 	 * selabel_open(SELABEL_CTX_FILE)), or NULL. Each inode's
 	 * security.selinux xattr is then what selabel_lookup() gives for
 	 * its path below @mount_point and its file type, stored as the
-	 * context string with its trailing NUL (as setfiles stores it); a
+	 * context string with its trailing NUL (as setfiles stores it;
+	 * mkfs.erofs leaves the NUL out, and the kernel reads both); a
 	 * label from the source is dropped either way, so a "<<none>>" file
 	 * (or one no line matches) is unlabelled. Labels are stored even
 	 * with KILN_BUILD_NO_XATTRS (which drops the source's xattrs). A
