@@ -157,7 +157,9 @@ struct kiln_build_opts {
 	 * file with several names takes the label of the first one seen: in
 	 * image order for a directory source, in archive order for tar. A
 	 * file that libselinux cannot read or parse fails the build before
-	 * anything is written.
+	 * anything is written. While the file loads, libselinux's
+	 * process-wide log and validate callbacks (selinux_set_callback())
+	 * are the library's; the caller's are set back before the scan.
 	 */
 	const char *file_contexts;
 	/*

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <selinux/label.h>
 #include <selinux/selinux.h>
 #include <stdarg.h>
@@ -35,6 +36,8 @@ struct capture {
 };
 
 static _Thread_local struct capture *capturing;
+/* builds loading at once would give each other's callbacks back early */
+static pthread_mutex_t loading = PTHREAD_MUTEX_INITIALIZER;
 
 __attribute__((format(printf, 2, 3)))
 static int capture_log(int type, const char *fmt, ...)
@@ -166,6 +169,7 @@ int kiln_selabel_open(struct kiln_selabel **out, const char *file_contexts,
 		return err;
 	}
 	/* 1. borrow libselinux's callbacks, 2. load, 3. give them back */
+	pthread_mutex_lock(&loading);
 	old_log = selinux_get_callback(SELINUX_CB_LOG);
 	old_validate = selinux_get_callback(SELINUX_CB_VALIDATE);
 	cb.func_log = capture_log;
@@ -179,6 +183,7 @@ int kiln_selabel_open(struct kiln_selabel **out, const char *file_contexts,
 	capturing = NULL;
 	selinux_set_callback(SELINUX_CB_VALIDATE, old_validate);
 	selinux_set_callback(SELINUX_CB_LOG, old_log);
+	pthread_mutex_unlock(&loading);
 	if (!sl->h) {
 		if (cap.have)
 			kiln_log(lg, KILN_LOG_ERROR, "%s: %s", file_contexts,

@@ -19,7 +19,8 @@ struct kiln_selabel;
  * every context are checked now. Returns 0 with *@sl, or a negative
  * errno after logging "<file_contexts>: <reason>" at KILN_LOG_ERROR.
  * While it runs, libselinux's process-wide log and validate callbacks
- * are the library's own (restored before it returns).
+ * are the library's own (restored before it returns; two builds load
+ * one after the other).
  */
 int kiln_selabel_open(struct kiln_selabel **sl, const char *file_contexts,
 		      const char *mount_point, const struct kiln_logger *lg);
