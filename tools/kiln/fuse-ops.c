@@ -695,6 +695,13 @@ static void kf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	n = kiln_file_pread(file, buf, size, (uint64_t)off);
+	/*
+	 * Short only at the end of the file: a read that stops early inside
+	 * it would reach the application as a short read with no error.
+	 */
+	if (n >= 0 && (size_t)n < size &&
+	    (uint64_t)off + (uint64_t)n < kiln_file_size(file))
+		n = -EIO;
 	files_give(fs, nid, file);
 	if (n < 0) {
 		char what[64];
