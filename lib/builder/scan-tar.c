@@ -1156,10 +1156,12 @@ static int entry_data(struct tar *t, struct kiln_node *n,
 	/* compress hints match the entry's path: the node is not linked yet */
 	kiln_node_pick_zctx(b, n, t->path);
 	/*
-	 * EROFS compressed files have no holes: every byte of one would go
-	 * through the compressor. Holes of more than a segment are kept as
-	 * holes instead, in an uncompressed chunk-based file, where they
-	 * cost no data blocks and no writes.
+	 * A compressed file here has no holes (the classic layout cannot
+	 * hold them; zfile writes no length-0 extents in the extents layout
+	 * either): every byte of one would go through the compressor. Holes
+	 * of more than a segment are kept as holes instead, in an
+	 * uncompressed chunk-based file, where they cost no data blocks and
+	 * no writes.
 	 */
 	if (n->flags & KILN_NODE_SPARSE) {
 		uint64_t data = 0;
