@@ -152,6 +152,23 @@ def test_too_small_device_is_refused_and_unchanged(kiln, tree, loopdev):
     assert digest(dev) == before
 
 
+def test_device_too_small_past_the_held_start_says_undefined(kiln, tmp_path,
+                                                             loopdev):
+    """An image that outgrows the first 16 MiB kept in memory before it
+    outgrows the device: the build fails, and says the device's content
+    is undefined now; the node stays a block device."""
+    root = tmp_path / "big"
+    root.mkdir()
+    # files of 4 MiB: the fifth goes past the held start, the sixth past
+    # the device's end
+    for k in range(6):
+        (root / f"f{k}").write_bytes(os.urandom(4 << 20))
+    node, dev = loopdev(20 << 20)
+    r = kiln.fails("build", root, node)
+    assert "does not fit" in r.err and "undefined" in r.err, r.describe()
+    assert stat.S_ISBLK(os.stat(node).st_mode)
+
+
 def test_mounted_device_is_refused(kiln, tree, loopdev):
     node, dev = loopdev(64 << 20)
     build_onto(kiln, tree, node)
