@@ -1155,22 +1155,6 @@ static int entry_data(struct tar *t, struct kiln_node *n,
 		return err;
 	/* compress hints match the entry's path: the node is not linked yet */
 	kiln_node_pick_zctx(b, n, t->path);
-	/*
-	 * A compressed file here has no holes (the classic layout cannot
-	 * hold them; zfile writes no length-0 extents in the extents layout
-	 * either): every byte of one would go through the compressor. Holes
-	 * of more than a segment are kept as holes instead, in an
-	 * uncompressed chunk-based file, where they cost no data blocks and
-	 * no writes.
-	 */
-	if (n->flags & KILN_NODE_SPARSE) {
-		uint64_t data = 0;
-
-		for (size_t i = 0; i < nr; i++)
-			data += ext[i].end - ext[i].start;
-		if (n->size - data > TAR_ITEM_MAX)
-			n->zctx = NULL;
-	}
 	if (n->size <= TAR_ITEM_MAX)
 		err = entry_data_item(t, n, ext, nr);
 	else if (kiln_node_zctx(b, n))
