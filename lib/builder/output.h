@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The image being written: a temporary file beside the destination, a
- * block allocator for the data area, and a running content hash. Renamed
- * over the destination only by kiln_out_commit().
+ * The image being written: a temporary file beside the destination (or a
+ * block device, written in place), a block allocator for the data area,
+ * and a running content hash. Renamed over the destination only by
+ * kiln_out_commit().
  */
 #ifndef KILN_BUILDER_OUTPUT_H
 #define KILN_BUILDER_OUTPUT_H
@@ -17,10 +18,14 @@
 struct kiln_out;
 
 /*
- * Create a temporary image file in the directory of @path (O_TMPFILE when
- * the filesystem has it, else a hidden named file). Data blocks are handed
- * out from @first_blk on. Errors are logged naming @path. @lg must outlive
- * the kiln_out.
+ * Open the destination @path, symlinks followed (a dangling one: its
+ * target is created). A regular file or a new name: a temporary image
+ * file in its directory (O_TMPFILE when the filesystem has it, else a
+ * hidden named file). A block device: the device itself, opened
+ * exclusively, refused while it or a partition is mounted or held; the
+ * image must fit in it. Anything else is refused, untouched. Data blocks
+ * are handed out from @first_blk on. Errors are logged naming @path. @lg
+ * must outlive the kiln_out.
  */
 int kiln_out_open(struct kiln_out **outp, const char *path,
 		  unsigned int blkszbits, kiln_blk_t first_blk,
@@ -70,9 +75,17 @@ int kiln_out_fd(const struct kiln_out *out);
 void kiln_out_digest(const struct kiln_out *out, uint8_t digest[16]);
 
 /*
+ * Make the image @size bytes: a file is truncated to it; on a device, the
+ * bytes of [0, @size) never written become zeros. Before reading the
+ * image back through kiln_out_fd(). 0 or a negative errno (logged).
+ */
+int kiln_out_set_size(struct kiln_out *out, uint64_t size);
+
+/*
  * Set the final size to @size bytes, fsync, and atomically rename the file
  * over the destination. On failure the temporary file is gone and the
- * destination untouched. Frees @out in every case.
+ * destination untouched. A device is synced in place (its content is
+ * undefined after a failure, which is logged). Frees @out in every case.
  */
 int kiln_out_commit(struct kiln_out *out, uint64_t size);
 

@@ -46,6 +46,14 @@
 #define TAR_ITEM_SCRATCH (1ull << 20)
 /* Bytes per copy of a big member's rest into a temporary file. */
 #define TAR_SPILL_CHUNK	(1u << 20)
+/*
+ * Hole bytes a sparse member may claim. Its size is only a number in a
+ * header: nothing in the archive backs the holes, yet a build reads them
+ * as zeros (the hash for --verify, the chunks that hold data) and the
+ * verify reads them back. 1 TiB bounds that work; a claim of 2^62 bytes
+ * would never end.
+ */
+#define TAR_HOLES_MAX	(1ull << 40)
 
 /* (directory, name) -> index of the name in the directory's children */
 struct name_slot {
@@ -552,6 +560,14 @@ static int sparse_map(struct tar *t, struct kiln_node *n,
 		ext[k].end = (uint64_t)(off + len);
 		data += (uint64_t)len;
 		k++;
+	}
+	if (n->size - data > TAR_HOLES_MAX) {
+		free(ext);
+		return tar_fail(t, EFBIG, "sparse file of %llu bytes with %llu "
+				"bytes of data: holes over %llu bytes are "
+				"refused", (unsigned long long)n->size,
+				(unsigned long long)data,
+				(unsigned long long)TAR_HOLES_MAX);
 	}
 	if (data < n->size)
 		n->flags |= KILN_NODE_SPARSE;

@@ -361,11 +361,9 @@ int kiln_verify(struct kiln_build *b, uint64_t size)
 	int fd = kiln_out_fd(b->out), err;
 
 	/* the reader checks the superblock's block count against the size */
-	if (ftruncate(fd, (off_t)size) < 0) {
-		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: cannot set image size: %s",
-			 b->image, strerror(errno));
-		return -errno;
-	}
+	err = kiln_out_set_size(b->out, size);
+	if (err)
+		return err;
 	v.img_buf = malloc(VERIFY_BUF_SIZE);
 	v.src_buf = malloc(VERIFY_BUF_SIZE);
 	v.xvalue = malloc(65536);

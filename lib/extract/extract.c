@@ -679,10 +679,50 @@ static int open_subdir(struct extract *x, int dirfd, const char *name,
 	return fd;
 }
 
-/* Push directory @st, open at @fd, whose path is x->path. */
+#define NO_PARENT UINT64_MAX
+
+/*
+ * The "." and ".." entries of the directory on top: one each, naming the
+ * directory itself and @parent (NO_PARENT: not known, the walk started
+ * below the root). Any other entry with these names is an entry renamed
+ * in a damaged image, whose subtree the walk would otherwise lose without
+ * a word.
+ */
+static void check_dots(struct extract *x, const struct xframe *fr,
+		       kiln_nid_t parent)
+{
+	bool have_dot = false, have_dotdot = false;
+
+	for (size_t i = 0; i < fr->dl.nr; i++) {
+		const char *name = kiln_dirlist_name(&fr->dl, i);
+		kiln_nid_t nid = fr->dl.ents[i].nid;
+		bool dot = !strcmp(name, ".");
+
+		if (!dot && strcmp(name, ".."))
+			continue;
+		if (dot && !have_dot && nid == fr->nid) {
+			have_dot = true;
+			continue;
+		}
+		if (!dot && !have_dotdot &&
+		    (parent == NO_PARENT || nid == parent)) {
+			have_dotdot = true;
+			continue;
+		}
+		xerror(x, x->path, -KILN_ECORRUPT,
+		       "an entry named \"%s\" leads to nid %llu, not to %s",
+		       name, (unsigned long long)nid,
+		       dot ? "the directory itself" : "its parent");
+	}
+}
+
+/*
+ * Push directory @st, open at @fd, whose path is x->path, below the
+ * directory @parent (NO_PARENT when not known).
+ */
 static int push_dir(struct extract *x, int fd, size_t made,
-		    const struct kiln_stat *st, unsigned int depth,
-		    bool apply_meta)
+		    const struct kiln_stat *st, kiln_nid_t parent,
+		    unsigned int depth, bool apply_meta)
 {
 	struct xframe *fr;
 	uint64_t *val;
@@ -714,6 +754,7 @@ static int push_dir(struct extract *x, int fd, size_t made,
 	err = kiln_dirlist_load(&fr->dl, x->img, st->nid);
 	if (err)	/* extract what could be read */
 		xerror(x, x->path, err, "reading the directory");
+	check_dots(x, fr, parent);
 	x->stats->directories++;
 	return 0;
 }
@@ -737,6 +778,7 @@ static void extract_entry(struct extract *x, size_t i)
 	const char *name = kiln_dirlist_name(&fr->dl, i);
 	unsigned int depth = fr->depth + 1;
 	size_t parent_made = fr->made;
+	kiln_nid_t parent = fr->nid;
 	int dirfd = fr->fd, err, fd;
 	struct kiln_stat st;
 	ssize_t made;
@@ -778,7 +820,7 @@ static void extract_entry(struct extract *x, size_t i)
 		return;
 	made = add_made(x, parent_made, name);
 	err = made < 0 ? (int)made :
-	      push_dir(x, fd, (size_t)made, &st, depth, true);
+	      push_dir(x, fd, (size_t)made, &st, parent, depth, true);
 	if (err) {
 		close(fd);
 		xerror(x, x->path, err, "extracting the directory");
@@ -882,7 +924,9 @@ static void start(struct extract *x, const char *src_path, const char *dest)
 		xerror(x, x->path, -errno, "extracting");
 		return;
 	}
-	err = push_dir(x, fd, (size_t)top, &st, 0, created);
+	err = push_dir(x, fd, (size_t)top, &st,
+		       st.nid == kiln_image_root(x->img) ? st.nid : NO_PARENT,
+		       0, created);
 	if (err) {
 		xerror(x, x->path, err, "extracting");
 		close(fd);

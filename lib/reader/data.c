@@ -18,6 +18,31 @@ static bool is_compressed(const struct kiln_inode *in)
 	       in->datalayout == EROFS_INODE_COMPRESSED_COMPACT;
 }
 
+static int block_phys(struct kiln_file *file, uint64_t blk, uint64_t delta,
+		      uint64_t *phys);
+
+/*
+ * A flat file's @len bytes of blocks lie inside the image. Checked once,
+ * at open: a size that runs past the image end (a damaged inode) would
+ * otherwise let reads of the first pages succeed and a read across the
+ * image end come back short, through the page cache of a mount, with no
+ * error at all.
+ */
+static int blocks_in_image(struct kiln_file *file, uint64_t len)
+{
+	uint64_t phys = 0;
+	int err = block_phys(file, file->inode.startblk, 0, &phys);
+
+	if (err)
+		return err;
+	if (!kiln_metabuf_range_ok(file->img, phys, len))
+		return KILN_CORRUPT(file->img, "nid %llu: %llu bytes of data at byte %llu run past the image end",
+				    (unsigned long long)file->inode.nid,
+				    (unsigned long long)len,
+				    (unsigned long long)phys);
+	return 0;
+}
+
 int kiln_file_init(struct kiln_file *file, struct kiln_image *img,
 		   const struct kiln_inode *in)
 {
@@ -27,11 +52,17 @@ int kiln_file_init(struct kiln_file *file, struct kiln_image *img,
 	file->img = img;
 	file->inode = *in;
 	switch (in->datalayout) {
+	case EROFS_INODE_FLAT_PLAIN:
+		if (!in->null_startblk)
+			return blocks_in_image(file, kiln_round_up(in->size, bs));
+		break;
 	case EROFS_INODE_FLAT_INLINE:
 		/* kiln_inode_load() checked the tail against the block */
 		file->inline_start = in->size ?
 			(kiln_div_round_up(in->size, bs) - 1) * bs : 0;
 		file->inline_off = kiln_inode_meta_end(in);
+		if (file->inline_start)
+			return blocks_in_image(file, file->inline_start);
 		break;
 	case EROFS_INODE_CHUNK_BASED:
 		kiln_chunk_geo(&img->sb, in, &file->chunk);

@@ -1,19 +1,49 @@
 // SPDX-License-Identifier: MIT
 /* Formatting messages for the caller's log callback, and kiln_strerror(). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
 
+/*
+ * Format into @buf, or into the heap when @cap is too small, so a message
+ * arrives whole (a 4 KiB path must still say what is wrong with it).
+ * Returns @buf or a string to free(); out of memory leaves what fits in
+ * @buf, marked as cut, and returns @buf.
+ */
+static char *format_whole(char *buf, size_t cap, const char *fmt, va_list ap)
+{
+	va_list again;
+	char *big;
+	int n;
+
+	va_copy(again, ap);
+	n = vsnprintf(buf, cap, fmt, ap);
+	if (n < 0 || (size_t)n < cap) {
+		va_end(again);
+		return buf;
+	}
+	big = malloc((size_t)n + 1);
+	if (big)
+		vsnprintf(big, (size_t)n + 1, fmt, again);
+	else
+		memcpy(buf + cap - 4, "...", 4);
+	va_end(again);
+	return big ? big : buf;
+}
+
 void kiln_vlog(const struct kiln_logger *lg, enum kiln_log_level level,
 	       const char *fmt, va_list ap)
 {
-	char line[1024];
+	char line[1024], *msg;
 
 	if (!lg || !lg->fn)
 		return;
-	vsnprintf(line, sizeof(line), fmt, ap);
-	lg->fn(lg->ctx, level, line);
+	msg = format_whole(line, sizeof(line), fmt, ap);
+	lg->fn(lg->ctx, level, msg);
+	if (msg != line)
+		free(msg);
 }
 
 void kiln_log(const struct kiln_logger *lg, enum kiln_log_level level,
@@ -29,14 +59,16 @@ void kiln_log(const struct kiln_logger *lg, enum kiln_log_level level,
 int kiln_corrupt(const struct kiln_logger *lg, const char *func, int line,
 		 const char *fmt, ...)
 {
-	char msg[896];
+	char buf[896], *msg;
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	msg = format_whole(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	kiln_log(lg, KILN_LOG_ERROR, "corrupt image: %s (%s:%d)", msg, func,
 		 line);
+	if (msg != buf)
+		free(msg);
 	return -KILN_ECORRUPT;
 }
 

@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: MIT
-/* Tests for lib/util: checked arithmetic, endian helpers, error strings. */
+/*
+ * Tests for lib/util: checked arithmetic, endian helpers, error strings,
+ * log lines.
+ */
+#include <stdlib.h>
 #include <string.h>
 
 #include <kiln/kiln.h>
 
 #include "util/checked.h"
 #include "util/endian.h"
+#include "util/log.h"
 #include "tap.h"
 
 TEST(range_ok_rejects_overflowing_ranges)
@@ -45,7 +50,49 @@ TEST(strerror_names_corruption)
 	CHECK(kiln_strerror(-12345) != NULL);
 }
 
+struct last_line {
+	char *text;
+	int calls;
+};
+
+static void keep_line(void *ctx, enum kiln_log_level level, const char *msg)
+{
+	struct last_line *l = ctx;
+
+	(void)level;
+	free(l->text);
+	l->text = strdup(msg);
+	l->calls++;
+}
+
+/* A long path must not push the reason after it out of the message. */
+TEST(long_log_lines_arrive_whole)
+{
+	struct last_line l = { 0 };
+	struct kiln_logger lg = { keep_line, &l };
+	size_t len = 5000;
+	char *name = malloc(len + 1);
+
+	CHECK(name != NULL);
+	if (!name)
+		return;
+	memset(name, 'n', len);
+	name[len] = '\0';
+	kiln_log(&lg, KILN_LOG_ERROR, "%s: name component longer than 255 "
+		 "bytes", name);
+	CHECK_EQ(l.calls, 1);
+	CHECK(l.text && strlen(l.text) ==
+	      len + strlen(": name component longer than 255 bytes"));
+	CHECK(l.text && strstr(l.text, ": name component longer than 255 "
+			       "bytes"));
+	CHECK_EQ(KILN_CORRUPT_LG(&lg, "nid 7: %s: bad", name), -KILN_ECORRUPT);
+	CHECK(l.text && strstr(l.text, "nn: bad (long_log_lines_arrive_whole:"));
+	free(l.text);
+	free(name);
+}
+
 TAP_MAIN(TAP_ENTRY(range_ok_rejects_overflowing_ranges),
+	 TAP_ENTRY(long_log_lines_arrive_whole),
 	 TAP_ENTRY(add_overflow_detects_wrap),
 	 TAP_ENTRY(le_helpers_roundtrip_unaligned),
 	 TAP_ENTRY(strerror_names_corruption))

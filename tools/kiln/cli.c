@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -124,16 +125,51 @@ const char *cli_escape(const char *s, char *buf, size_t cap)
 	return buf;
 }
 
+char *cli_escape_dup(const char *s)
+{
+	/* each byte grows to at most "\ooo" */
+	size_t cap = 4 * strlen(s) + 6;
+	char *buf = malloc(cap);
+
+	return buf ? (char *)cli_escape(s, buf, cap) : NULL;
+}
+
+void cli_copy_cut(char *dst, size_t cap, const char *src)
+{
+	size_t len = strlen(src), head;
+
+	if (len < cap) {
+		memcpy(dst, src, len + 1);
+		return;
+	}
+	/* the start names the object, the end says what is wrong with it */
+	head = (cap - 4) / 3;
+	memcpy(dst, src, head);
+	memcpy(dst + head, "...", 3);
+	memcpy(dst + head + 3, src + len - (cap - 4 - head), cap - 4 - head);
+	dst[cap - 1] = '\0';
+}
+
 void cli_error(const char *image, const char *fmt, ...)
 {
-	char msg[2048], esc[4096];
+	char *msg = NULL, *esc = NULL;
 	va_list ap;
+	int n;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = vsnprintf(NULL, 0, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "kiln: %s: %s\n", image,
-		cli_escape(msg, esc, sizeof(esc)));
+	if (n >= 0)
+		msg = malloc((size_t)n + 1);
+	if (msg) {
+		va_start(ap, fmt);
+		vsnprintf(msg, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+		esc = cli_escape_dup(msg);
+	}
+	fprintf(stderr, "kiln: %s: %s\n", image, esc ? esc : "out of memory");
+	free(esc);
+	free(msg);
 }
 
 void cli_log_init(struct cli_log *lg, const char *image,
@@ -149,7 +185,7 @@ void cli_log_fn(void *ctx, enum kiln_log_level level, const char *msg)
 	struct cli_log *lg = ctx;
 
 	if (level == KILN_LOG_ERROR) {
-		snprintf(lg->last, sizeof(lg->last), "%s", msg);
+		cli_copy_cut(lg->last, sizeof(lg->last), msg);
 		lg->have_last = true;
 		if (lg->quiet_errors)
 			return;

@@ -93,4 +93,13 @@ const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);
 /* Copy @s into @buf with control bytes and backslashes escaped (\ooo). */
 const char *cli_escape(const char *s, char *buf, size_t cap);
 
+/* cli_escape() of all of @s into a string to free(); NULL: out of memory. */
+char *cli_escape_dup(const char *s);
+
+/*
+ * Copy @src into @dst; when longer than @cap, keep its start and its end
+ * around "...", since the reason for an error comes last.
+ */
+void cli_copy_cut(char *dst, size_t cap, const char *src);
+
 #endif

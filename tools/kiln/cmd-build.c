@@ -546,16 +546,17 @@ static const struct cli_spec build_spec = {
 static void build_log(void *ctx, enum kiln_log_level level, const char *msg)
 {
 	struct build_cli *c = ctx;
-	char esc[4096];
+	char *esc = cli_escape_dup(msg);
+	const char *text = esc ? esc : "out of memory";
 
-	cli_escape(msg, esc, sizeof(esc));
 	cli_progress_clear(&c->progress);
 	if (level == KILN_LOG_ERROR)
-		fprintf(stderr, "kiln: %s\n", esc);
+		fprintf(stderr, "kiln: %s\n", text);
 	else if (level == KILN_LOG_WARN && c->verbosity >= 0)
-		fprintf(stderr, "kiln: warning: %s\n", esc);
+		fprintf(stderr, "kiln: warning: %s\n", text);
 	else if (level >= KILN_LOG_INFO && c->verbosity > 0)
-		fprintf(stderr, "kiln: %s\n", esc);
+		fprintf(stderr, "kiln: %s\n", text);
+	free(esc);
 }
 
 /* SOURCE_DATE_EPOCH: the build time, and an upper bound for mtimes. */

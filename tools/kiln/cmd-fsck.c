@@ -23,6 +23,13 @@ static const struct cli_spec fsck_spec = {
 	.usage = "[-q] [-v] [--no-data] IMAGE",
 	.summary = "Check IMAGE: every inode reachable from the root, "
 		   "directories, link counts, xattrs and every byte of data.\n"
+		   "A clean result proves the structure: the superblock (and "
+		   "its checksum), every\ninode, directory and xattr decodes "
+		   "and agrees with the rest, and every extent\nreads back "
+		   "(compressed ones decompress to their exact length). It "
+		   "cannot prove\nthe data: EROFS stores no checksum of file "
+		   "data, so a changed byte in a file's\nstored or raw blocks "
+		   "still passes.\n"
 		   "Exit status: 0 sound, 1 corrupt, 2 usage or I/O error.",
 	.opts = fsck_options,
 	.nr_opts = sizeof(fsck_options) / sizeof(fsck_options[0]),

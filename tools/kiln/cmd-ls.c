@@ -75,7 +75,8 @@ struct ls {
 	bool have_uid, have_gid;
 };
 
-static bool nid_set_add(struct nid_set *s, kiln_nid_t nid)
+/* 1: @nid added, 0: it was there already, -ENOMEM. */
+static int nid_set_add(struct nid_set *s, kiln_nid_t nid)
 {
 	size_t i;
 
@@ -84,7 +85,7 @@ static bool nid_set_add(struct nid_set *s, kiln_nid_t nid)
 		kiln_nid_t *slots = calloc(cap, sizeof(*slots));
 
 		if (!slots)
-			return false;
+			return -ENOMEM;
 		for (size_t j = 0; j < s->cap; j++) {
 			if (!s->slots[j])
 				continue;
@@ -101,12 +102,12 @@ static bool nid_set_add(struct nid_set *s, kiln_nid_t nid)
 	i = (size_t)((nid + 1) * 0x9E3779B97F4A7C15ull) & (s->cap - 1);
 	while (s->slots[i]) {
 		if (s->slots[i] == nid + 1)
-			return false;
+			return 0;
 		i = (i + 1) & (s->cap - 1);
 	}
 	s->slots[i] = nid + 1;
 	s->count++;
-	return true;
+	return 1;
 }
 
 static void mode_string(uint32_t mode, char out[11])
@@ -324,10 +325,47 @@ measure:
 			print_entry(ls, &l->ents[i], &w);
 }
 
+#define NO_PARENT UINT64_MAX
+
+/*
+ * Directory @nid at @path has one "." naming itself and one ".." naming
+ * @parent (NO_PARENT: not known). Another entry with either name was
+ * renamed by damage: its subtree would vanish from the listing unseen.
+ */
+static void check_dots(struct ls *ls, const char *path, kiln_nid_t nid,
+		       kiln_nid_t parent, const struct ls_list *l)
+{
+	bool have_dot = false, have_dotdot = false;
+
+	for (size_t i = 0; i < l->nr; i++) {
+		const struct ls_entry *e = &l->ents[i];
+		bool dot = !strcmp(e->name, ".");
+
+		if (!dot && strcmp(e->name, ".."))
+			continue;
+		if (dot && !have_dot && e->nid == nid) {
+			have_dot = true;
+			continue;
+		}
+		if (!dot && !have_dotdot &&
+		    (parent == NO_PARENT || e->nid == parent)) {
+			have_dotdot = true;
+			continue;
+		}
+		cli_error(ls->image, "%s: an entry named \"%s\" leads to "
+			  "nid %llu, not to %s: %s", path, e->name,
+			  (unsigned long long)e->nid,
+			  dot ? "the directory itself" : "its parent",
+			  kiln_strerror(-KILN_ECORRUPT));
+		ls->status = 1;
+	}
+}
+
 /* A directory still to list with -R. */
 struct ls_pending {
 	char *path;
 	kiln_nid_t nid;
+	kiln_nid_t parent;
 };
 
 static char *join(const char *dir, const char *name)
@@ -352,10 +390,13 @@ static int list_tree(struct ls *ls, const char *path, kiln_nid_t nid)
 	size_t nr = 0, cap = 0;
 	bool first = true;
 	char *cur = strdup(path);
+	kiln_nid_t parent = nid == kiln_image_root(ls->img) ? nid : NO_PARENT;
+	int ret = 0;
 
-	if (!cur)
+	if (!cur || nid_set_add(&ls->seen, nid) < 0) {
+		free(cur);
 		return -ENOMEM;
-	nid_set_add(&ls->seen, nid);
+	}
 	for (;;) {
 		struct ls_list l = { 0 };
 		int err;
@@ -369,10 +410,13 @@ static int list_tree(struct ls *ls, const char *path, kiln_nid_t nid)
 			ls->status = 1;
 		}
 		print_list(ls, &l);
+		check_dots(ls, cur, nid, parent, &l);
 		/* push subdirectories in reverse so they come out in order */
 		for (size_t i = l.nr; (ls->flags & LS_RECURSIVE) && i-- > 0;) {
 			struct ls_entry *e = &l.ents[i];
 			struct kiln_stat st;
+			char *sub;
+			int added;
 
 			if (is_dot_or_dotdot(e->name) || !shown(ls, e->name))
 				continue;
@@ -380,33 +424,54 @@ static int list_tree(struct ls *ls, const char *path, kiln_nid_t nid)
 				st = e->st;
 			else if (kiln_stat_nid(ls->img, e->nid, &st))
 				continue;
-			if (!S_ISDIR(st.mode) || !nid_set_add(&ls->seen, e->nid))
+			if (!S_ISDIR(st.mode))
+				continue;
+			sub = join(cur, e->name);
+			added = sub ? nid_set_add(&ls->seen, e->nid) : -ENOMEM;
+			if (added == 0) {
+				cli_error(ls->image, "%s: directory reached a "
+					  "second time (cycle or hardlinked "
+					  "directory): %s", sub,
+					  kiln_strerror(-KILN_ECORRUPT));
+				ls->status = 1;
+			}
+			if (added <= 0)
+				free(sub);
+			if (added < 0)
+				ret = -ENOMEM;
+			if (added <= 0)
 				continue;
 			if (nr == cap) {
 				size_t ncap = cap ? cap * 2 : 32;
 				struct ls_pending *p = realloc(stack,
 							ncap * sizeof(*p));
 
-				if (!p)
-					break;
+				if (!p) {
+					free(sub);
+					ret = -ENOMEM;
+					continue;
+				}
 				stack = p;
 				cap = ncap;
 			}
-			stack[nr].path = join(cur, e->name);
+			stack[nr].path = sub;
 			stack[nr].nid = e->nid;
-			if (stack[nr].path)
-				nr++;
+			stack[nr].parent = nid;
+			nr++;
 		}
 		free_list(&l);
 		free(cur);
-		if (!nr)
+		if (!nr || ret)
 			break;
 		nr--;
 		cur = stack[nr].path;
 		nid = stack[nr].nid;
+		parent = stack[nr].parent;
 	}
+	while (nr)
+		free(stack[--nr].path);
 	free(stack);
-	return 0;
+	return ret;
 }
 
 int cmd_ls(int argc, char **argv)

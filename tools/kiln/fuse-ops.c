@@ -74,13 +74,22 @@ static void log_line(struct kiln_fuse_fs *fs, int priority, const char *msg)
 
 void kiln_fuse_log(struct kiln_fuse_fs *fs, int priority, const char *fmt, ...)
 {
-	char msg[512];
+	char buf[512], *msg = buf;
 	va_list ap;
+	int n;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	log_line(fs, priority, msg);
+	/* a long path must not cut off the reason that follows it */
+	if (n >= (int)sizeof(buf) && (msg = malloc((size_t)n + 1))) {
+		va_start(ap, fmt);
+		vsnprintf(msg, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
+	log_line(fs, priority, msg ? msg : buf);
+	if (msg != buf)
+		free(msg);
 }
 
 void kiln_fuse_lib_log(void *ctx, enum kiln_log_level level, const char *msg)
@@ -686,6 +695,13 @@ static void kf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	n = kiln_file_pread(file, buf, size, (uint64_t)off);
+	/*
+	 * Short only at the end of the file: a read that stops early inside
+	 * it would reach the application as a short read with no error.
+	 */
+	if (n >= 0 && (size_t)n < size &&
+	    (uint64_t)off + (uint64_t)n < kiln_file_size(file))
+		n = -EIO;
 	files_give(fs, nid, file);
 	if (n < 0) {
 		char what[64];
