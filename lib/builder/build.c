@@ -19,12 +19,13 @@
 static int build_setup(struct kiln_build *b, const char *source,
 		       const char *image, const struct kiln_build_opts *opts)
 {
+	size_t len = sizeof(b->opts);
+
 	if (opts) {
 		/* an older caller's struct is shorter: the rest stays zero */
-		size_t len = opts->struct_size ? opts->struct_size
-					       : sizeof(b->opts);
-
-		memcpy(&b->opts, opts, KILN_MIN(len, sizeof(b->opts)));
+		if (opts->struct_size)
+			len = KILN_MIN(opts->struct_size, sizeof(b->opts));
+		memcpy(&b->opts, opts, len);
 	}
 	b->opts.struct_size = sizeof(b->opts);
 	b->lg.fn = b->opts.log;
@@ -67,7 +68,7 @@ static int build_setup(struct kiln_build *b, const char *source,
 			    EROFS_FEATURE_COMPAT_MTIME;
 	if (!(b->opts.flags & KILN_BUILD_NO_XATTR_FILTER))
 		b->feature_compat |= EROFS_FEATURE_COMPAT_XATTR_FILTER;
-	return 0;
+	return kiln_target_resolve(b, len);
 }
 
 /*
