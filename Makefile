@@ -5,6 +5,7 @@ PYTHON ?= /usr/bin/python3
 MESON_OPTS ?=
 DEMO_SRC ?= /usr/share/doc
 DEMO_IMG ?= demo.erofs
+# zstd: the default target becomes Linux 6.10, which mounts the demo image
 DEMO_OPTS ?= -z zstd
 
 .PHONY: all deps build demo check check-unit check-e2e check-asan bench clean

@@ -37,7 +37,7 @@ enum kiln_build_flags {
 
 /* How compressed files are mapped (see docs/format notes, section 7). */
 enum kiln_compress_layout {
-	KILN_COMPRESS_LAYOUT_AUTO = 0,	/* extents for zstd/deflate, else classic */
+	KILN_COMPRESS_LAYOUT_AUTO = 0,	/* classic: what every target mounts */
 	KILN_COMPRESS_LAYOUT_CLASSIC,	/* fixed-output pclusters, lcluster indexes */
 	KILN_COMPRESS_LAYOUT_EXTENTS,	/* fixed-input extents (48-bit, 6.15+) */
 };
@@ -105,7 +105,8 @@ struct kiln_build_opts {
 	struct kiln_compress_spec compress;
 	/*
 	 * Classic layout: largest pcluster (compressed bytes, a multiple of
-	 * the block size up to 1 MiB; 0 = one block). Extent layout: input
+	 * the block size up to 1 MiB; 0 = the codec's default where the
+	 * target has big pclusters, else one block). Extent layout: input
 	 * bytes per extent (a power of two, block size .. 1 MiB; 0 = 64 KiB).
 	 */
 	uint32_t pcluster_size;
@@ -168,7 +169,36 @@ struct kiln_build_opts {
 	 * root as "<mount_point>" itself. A missing leading '/' is added.
 	 */
 	const char *mount_point;
+	/*
+	 * The oldest Linux release the image must mount on without warnings,
+	 * as a rank (major * 100 + minor: 601 = Linux 6.1; kiln_kernel_parse()
+	 * in kiln/kernel.h reads "6.1" or "latest"). Options asking for a
+	 * feature that kernel lacks are an error naming both. 0: the default
+	 * target, Linux 6.1, raised to what the options ask for (the codec's
+	 * first kernel, 6.10 for zstd; 6.15 for the extents layout ...).
+	 * The target picks the defaults: compact lcluster indexes and
+	 * one-block pclusters before 5.13, ztailpacking instead of
+	 * fragments from 5.17 to 6.0, fragments from 6.1; never the 48-bit
+	 * layout, metabox, DEFLATE or sub-page compressed blocks, which the
+	 * kernel logs as EXPERIMENTAL, unless asked for.
+	 */
+	unsigned int kernel;
+	/*
+	 * Savers the caller turns off (enum kiln_compress_flags), so that a
+	 * flag is on (in compress_flags), off (here) or left to the library
+	 * (neither): when compressing, dedupe is on by default, fragments
+	 * too where the target has them unless ztailpacking is asked for,
+	 * and ztailpacking where it has ztailpacking but not fragments.
+	 * A caller whose struct ends before this field gets no defaults.
+	 */
+	unsigned int compress_off;
 };
+
+/*
+ * Fill @o with the defaults kiln build uses (all fields zero but
+ * struct_size): a program that sets the same options gets the same image.
+ */
+KILN_API void kiln_build_opts_init(struct kiln_build_opts *o);
 
 struct kiln_build_stats {
 	uint64_t inodes;		/* files of every type */
@@ -182,6 +212,11 @@ struct kiln_build_stats {
 	/* oldest Linux that mounts the image ("6.15"), and the feature why */
 	const char *min_kernel;		/* constant strings */
 	const char *min_kernel_why;
+	/* the target the options were resolved against (a rank: 610), why */
+	unsigned int target;
+	const char *target_why;		/* "Zstandard", "the default": constant */
+	/* features the image uses that Linux logs as EXPERIMENTAL */
+	uint32_t experimental;		/* 1u << enum kiln_kfeature */
 };
 
 /*

@@ -20,12 +20,14 @@
 static int build_setup(struct kiln_build *b, const char *source,
 		       const char *image, const struct kiln_build_opts *opts)
 {
+	size_t len = sizeof(b->opts);
+	int err;
+
 	if (opts) {
 		/* an older caller's struct is shorter: the rest stays zero */
-		size_t len = opts->struct_size ? opts->struct_size
-					       : sizeof(b->opts);
-
-		memcpy(&b->opts, opts, KILN_MIN(len, sizeof(b->opts)));
+		if (opts->struct_size)
+			len = KILN_MIN(opts->struct_size, sizeof(b->opts));
+		memcpy(&b->opts, opts, len);
 	}
 	b->opts.struct_size = sizeof(b->opts);
 	b->lg.fn = b->opts.log;
@@ -68,6 +70,9 @@ static int build_setup(struct kiln_build *b, const char *source,
 			    EROFS_FEATURE_COMPAT_MTIME;
 	if (!(b->opts.flags & KILN_BUILD_NO_XATTR_FILTER))
 		b->feature_compat |= EROFS_FEATURE_COMPAT_XATTR_FILTER;
+	err = kiln_target_resolve(b, len);
+	if (err)
+		return err;
 	/* a broken file_contexts fails here, before the image is opened */
 	if (b->opts.file_contexts)
 		return kiln_selabel_open(&b->selabel, b->opts.file_contexts,

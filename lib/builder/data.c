@@ -15,6 +15,7 @@
 #include "builder/output.h"
 #include "builder/zfile.h"
 #include "builder/zshift.h"
+#include "format/kernel.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 
@@ -441,7 +442,8 @@ static int write_regular(struct kiln_build *b, struct kiln_node *n, bool raw,
 		}
 		err = 0;	/* not worth compressing: store it */
 	}
-	if ((n->flags & KILN_NODE_SPARSE) && n->size >= b->blksz) {
+	if ((n->flags & KILN_NODE_SPARSE) && n->size >= b->blksz &&
+	    kiln_kernel_allows(b->opts.kernel, KILN_KF_CHUNKED)) {
 		struct kiln_data_extent *ext = NULL;
 		size_t nr = 0;
 		bool supported;
@@ -551,6 +553,7 @@ static int write_stream(struct kiln_build *b, struct kiln_node *n,
 	n->extended = true;
 	n->xattr_size = n->nr_xattrs ? EROFS_ISLOT_SIZE - 4 : 0;
 	if ((n->flags & KILN_NODE_SPARSE) && n->size >= b->blksz &&
+	    kiln_kernel_allows(b->opts.kernel, KILN_KF_CHUNKED) &&
 	    !(nr == 1 && ext[0].start < b->blksz &&
 	      ext[0].end + b->blksz > n->size))
 		return write_chunked(b, n, src, ext, nr);

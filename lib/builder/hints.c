@@ -14,6 +14,7 @@
 
 #include "builder/internal.h"
 #include "builder/zinternal.h"
+#include "format/kernel.h"
 #include "util/checked.h"
 
 /* An image's lcluster maps name two algorithms: HEAD1 and HEAD2. */
@@ -167,6 +168,15 @@ static int check_algs(struct kiln_zctx *zc, const char *path)
 		strncat(names, ops ? ops->name : "?",
 			sizeof(names) - strlen(names) - 1);
 	}
+	if (count > 1 && zc->target &&
+	    !kiln_kernel_allows(zc->target, KILN_KF_HEAD2)) {
+		kiln_log(&zc->lg, KILN_LOG_ERROR,
+			 "%s: two compression algorithms (%s) need Linux %s; "
+			 "the target is %u.%u", path, names,
+			 kiln_kernel_feature(KILN_KF_HEAD2)->version,
+			 zc->target / 100, zc->target % 100);
+		return -EINVAL;
+	}
 	if (count <= HINTS_MAX_ALGS)
 		return 0;
 	kiln_log(&zc->lg, KILN_LOG_ERROR,
@@ -211,6 +221,35 @@ int kiln_zctx_load_hints(struct kiln_zctx *zc, const char *path,
 	free(line);
 	fclose(f);
 	return err ? err : check_algs(zc, path);
+}
+
+void kiln_hints_needs(const char *path, uint32_t *codecs,
+		      uint32_t *max_pcluster)
+{
+	FILE *f = fopen(path, "re");
+	char *line = NULL, *w[3];
+	size_t cap = 0;
+
+	*codecs = 0;
+	*max_pcluster = 0;
+	if (!f)
+		return;
+	while (getline(&line, &cap, f) >= 0) {
+		struct kiln_compress_spec spec;
+		size_t n = split_words(line, w, 3);
+		uint32_t pcluster;
+
+		if (n < 2 || n > 3 || w[0][0] == '#' ||
+		    kiln_compress_parse(w[1], &spec, NULL, 0))
+			continue;
+		if (spec.codec == KILN_CODEC_NONE)
+			continue;
+		*codecs |= 1u << spec.codec;
+		if (n == 3 && !parse_pcluster(w[2], &pcluster))
+			*max_pcluster = KILN_MAX(*max_pcluster, pcluster);
+	}
+	free(line);
+	fclose(f);
 }
 
 void kiln_zctx_free_hints(struct kiln_zctx *zc)

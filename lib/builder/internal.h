@@ -351,6 +351,15 @@ const uint8_t *kiln_data_tail(const struct kiln_build *b,
 
 /* hints.c */
 /*
+ * What the compress hints file @path asks of the kernel, read ahead of
+ * its parsing: the codecs its lines name (1u << enum kiln_codec_id) and
+ * the largest pcluster size a line gives. Lines it cannot read are left
+ * to kiln_zctx_load_hints(), which reports them; so is an unreadable file
+ * (then both stay 0).
+ */
+void kiln_hints_needs(const char *path, uint32_t *codecs,
+		      uint32_t *max_pcluster);
+/*
  * The compression context for regular file @n: b->zctx, the one its
  * compress hint names, or NULL when it is to be stored uncompressed.
  */
@@ -405,6 +414,14 @@ void kiln_metabox_free(struct kiln_metabox *m);
 
 /* super.c */
 int kiln_super_write(struct kiln_build *b);
+
+/*
+ * target.c: check b->opts (copied from a caller's struct of @opts_len
+ * bytes) against the target kernel and fill in the defaults; afterwards
+ * opts.kernel is the target, compress_flags final and the layout never
+ * AUTO. Returns 0 or -EINVAL (logged).
+ */
+int kiln_target_resolve(struct kiln_build *b, size_t opts_len);
 /* First block after the superblock's block (start of the data area). */
 kiln_blk_t kiln_super_first_data_blk(unsigned int blkszbits);
 

@@ -83,6 +83,11 @@ static void note_kernel(struct kiln_build *b, const struct erofs_super_block *sb
 			 b->blkszbits, &k);
 	b->stats.min_kernel = k.version;
 	b->stats.min_kernel_why = k.why;
+	b->stats.experimental = 0;
+	for (unsigned int f = 0; f < KILN_KF_COUNT; f++)
+		if ((k.features & (1u << f)) &&
+		    kiln_kernel_feature(f)->experimental)
+			b->stats.experimental |= 1u << f;
 }
 
 int kiln_super_write(struct kiln_build *b)

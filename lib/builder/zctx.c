@@ -14,6 +14,7 @@
 #include "builder/zfrag.h"
 #include "builder/zinternal.h"
 #include "format/erofs_fs.h"
+#include "format/kernel.h"
 #include "util/checked.h"
 #include "util/endian.h"
 #include "util/threadpool.h"
@@ -35,29 +36,12 @@
 				 sizeof((o)->field))
 
 /*
- * The layout "auto" stands for. zstd and deflate have no fixed-output
- * mode: in the classic layout every pcluster costs a search over input
- * lengths (on /usr/share/doc, zstd:3 took 11.8 s classic against 2.1 s
- * with 64 KiB extents, and the extents image was 9% smaller), and their
- * kernels (6.10, 6.6) are close to the 48-bit layout's 6.15 anyway. So they
- * get extents, unless ztailpacking, which only the classic layout has, is
- * asked for; lz4, lz4hc and lzma keep the classic layout, readable by every
- * kernel that has the codec (shifted dedupe included: its cuts end
- * pclusters too).
+ * Classic unless extents are asked for: "auto" is resolved to classic
+ * before (target.c), as every kernel with the codec reads it.
  */
-static enum kiln_compress_layout resolve_layout(enum kiln_compress_layout l,
-						const struct kiln_codec_ops *ops,
-						unsigned int flags)
+static enum kiln_compress_layout resolve_layout(enum kiln_compress_layout l)
 {
-	bool searches = ops->erofs_alg == Z_EROFS_COMPRESSION_ZSTD ||
-			ops->erofs_alg == Z_EROFS_COMPRESSION_DEFLATE;
-
-	if (l == KILN_COMPRESS_LAYOUT_EXTENTS)
-		return l;
-	if (l == KILN_COMPRESS_LAYOUT_AUTO &&
-	    !(flags & KILN_COMPRESS_ZTAILPACKING) && searches)
-		return KILN_COMPRESS_LAYOUT_EXTENTS;
-	return KILN_COMPRESS_LAYOUT_CLASSIC;
+	return l == KILN_COMPRESS_LAYOUT_EXTENTS ? l : KILN_COMPRESS_LAYOUT_CLASSIC;
 }
 
 static bool is_pow2(uint32_t v)
@@ -98,6 +82,36 @@ static int check_sizes(struct kiln_zctx *zc, uint32_t pcluster_size)
 
 static int zctx_pool_new(struct kiln_zctx *zc,
 			 const struct kiln_build_opts *opts);
+
+/*
+ * What a context (a compress hint's too) writes must mount on the target
+ * (0: none given); the root's options were checked before (target.c).
+ */
+static int check_target(const struct kiln_zctx *zc, unsigned int target)
+{
+	enum kiln_kfeature f = KILN_KF_EROFS;
+	const struct kiln_kernel_feature *k;
+
+	if (!target)
+		return 0;
+	if (zc->ops->erofs_alg == Z_EROFS_COMPRESSION_LZMA)
+		f = KILN_KF_LZMA;
+	else if (zc->ops->erofs_alg == Z_EROFS_COMPRESSION_DEFLATE)
+		f = KILN_KF_DEFLATE;
+	else if (zc->ops->erofs_alg == Z_EROFS_COMPRESSION_ZSTD)
+		f = KILN_KF_ZSTD;
+	if (kiln_kernel_allows(target, f) &&
+	    (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS ||
+	     zc->pcluster_size <= kiln_zctx_blksz(zc) ||
+	     kiln_kernel_allows(target, (f = KILN_KF_BIG_PCLUSTER))))
+		return 0;
+	k = kiln_kernel_feature(f);
+	kiln_log(&zc->lg, KILN_LOG_ERROR,
+		 "%s (pclusters up to %u bytes) needs Linux %s (%s); the target is %u.%u",
+		 zc->ops->name, zc->pcluster_size, k->version, k->name,
+		 target / 100, target % 100);
+	return -EINVAL;
+}
 
 int kiln_zctx_new(const struct kiln_build_opts *opts, unsigned int blkszbits,
 		  const struct kiln_logger *lg, struct kiln_zctx **out)
@@ -145,7 +159,7 @@ int kiln_zctx_new(const struct kiln_build_opts *opts, unsigned int blkszbits,
 		spec.level = zc->ops->default_level;
 	}
 	zc->flags = opts->compress_flags;
-	zc->layout = resolve_layout(opts->compress_layout, zc->ops, zc->flags);
+	zc->layout = resolve_layout(opts->compress_layout);
 	if ((zc->flags & KILN_COMPRESS_DEDUPE_SHIFTED) &&
 	    !(zc->flags & KILN_COMPRESS_DEDUPE)) {
 		kiln_log(&zc->lg, KILN_LOG_ERROR,
@@ -174,7 +188,11 @@ int kiln_zctx_new(const struct kiln_build_opts *opts, unsigned int blkszbits,
 			return err;
 		}
 	}
+	if (OPT_HAS(opts, kernel))
+		zc->target = opts->kernel;
 	err = check_sizes(zc, opts->pcluster_size);
+	if (!err)
+		err = check_target(zc, zc->target);
 	if (err) {
 		kiln_zdedupe_free(zc->dd);
 		kiln_zfrag_free(zc->frag);

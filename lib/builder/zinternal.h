@@ -140,6 +140,7 @@ struct kiln_zctx {
 	uint32_t pcluster_size;		/* classic: pcluster cap; extents: llen */
 	uint32_t raw_margin;		/* bytes; never 0 after setup */
 	uint32_t max_in;		/* input bytes per classic pcluster */
+	unsigned int target;		/* Linux rank to mount on; 0: any */
 
 	struct kiln_zdedupe *dd;	/* NULL: no dedupe; committer only */
 	struct kiln_zfrag *frag;	/* NULL: no fragments; committer only */

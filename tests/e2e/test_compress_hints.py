@@ -68,9 +68,11 @@ def test_hints_choose_each_files_codec(kiln, htree, tmp_path, kernel_mount,
     hints = write_hints(tmp_path, ["*.txt zstd:19", "docs/deep/*.bin lz4",
                                    "keep.log none", "*.bin lz4hc:12"])
     img = tmp_path / "h.erofs"
-    # the classic layout: its map header names each file's algorithm
+    # the classic layout: its map header names each file's algorithm;
+    # one-block pclusters (lines without a size take -C), so the lz4 blob
+    # fills more than one and is not a whole-file fragment
     kiln.build(htree, img, "-z", "zstd:3", "--layout", "classic",
-               "--compress-hints", hints, *extra)
+               "-C", "4096", "--compress-hints", hints, *extra)
     info = kiln.info(img)
     assert sorted(info["compression"]) == ["lz4", "zstd"]
     # with fragments a file that compresses into less than a pcluster is
@@ -163,7 +165,7 @@ def test_hints_apply_to_tar_input(kiln, htree, tmp_path, kernel_mount):
                                    "keep.log none"])
     img = tmp_path / "t.erofs"
     kiln.ok("build", "-z", "zstd", "--layout", "classic", "--fragments",
-            "--compress-hints", hints,
+            "-C", "4096", "--compress-hints", hints,
             "--tar", tar, img)
     assert map_of(kiln, img, "/docs/deep/blob-2.bin")[1] == LZ4
     assert map_of(kiln, img, "/note-1.txt")[1] in (ZSTD, WHOLE_FRAGMENT)

@@ -16,17 +16,19 @@ from test_fragments import mount_compare
 
 # Every codec in the layouts that store it, with and without fragments.
 CONFIGS = {
-    "zstd": ["-z", "zstd"],
-    "zstd-frag": ["-z", "zstd", "--fragments"],
-    "zstd-128k": ["-z", "zstd:5", "-C", "131072"],
-    "deflate": ["-z", "deflate"],
-    "deflate-frag-16k": ["-z", "deflate", "-C", "16384", "--fragments"],
+    "zstd": ["-z", "zstd", "--layout", "extents"],
+    "zstd-frag": ["-z", "zstd", "--fragments", "--layout", "extents"],
+    "zstd-128k": ["-z", "zstd:5", "-C", "131072", "--layout", "extents"],
+    "deflate": ["-z", "deflate", "--layout", "extents"],
+    "deflate-frag-16k": ["-z", "deflate", "-C", "16384", "--fragments",
+                         "--layout", "extents"],
     "lzma-extents": ["-z", "lzma", "--layout", "extents"],
     "lz4-extents": ["-z", "lz4", "--layout", "extents"],
     "lz4hc-classic": ["-z", "lz4hc"],
     "lz4hc-classic-frag": ["-z", "lz4hc", "-C", "16384", "--fragments"],
     "zstd-classic": ["-z", "zstd", "--layout", "classic", "-C", "32768"],
-    "extents-1k": ["-z", "zstd", "-b", "1024", "-C", "8192"],
+    "extents-1k": ["-z", "zstd", "-b", "1024", "-C", "8192", "--layout",
+                   "extents"],
 }
 
 BLK = 65536

@@ -17,12 +17,13 @@ from test_fragments import reads_back
 MIB = 1024 * 1024
 
 CONFIGS = {
-    "zstd": ["-z", "zstd", "-C", "131072"],
+    "zstd": ["-z", "zstd", "-C", "131072", "--layout", "extents"],
     "lz4hc": ["-z", "lz4hc", "-C", "65536", "--layout", "extents"],
-    "deflate-frag": ["-z", "deflate", "--fragments"],
+    "deflate-frag": ["-z", "deflate", "--fragments", "--layout", "extents"],
     "lzma": ["-z", "lzma", "-C", "131072", "--layout", "extents"],
     "lz4-metabox": ["-z", "lz4", "--metabox", "--layout", "extents"],
-    "zstd-1k": ["-z", "zstd", "-b", "1024", "-C", "16384"],
+    "zstd-1k": ["-z", "zstd", "-b", "1024", "-C", "16384", "--layout",
+                "extents"],
     # the classic layout: pclusters end at the cuts
     "lz4hc-classic": ["-z", "lz4hc", "-C", "65536"],
     "lzma-classic": ["-z", "lzma", "-C", "65536"],

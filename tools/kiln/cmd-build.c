@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <kiln/builder.h>
+#include <kiln/kernel.h>
 
 #include "cli.h"
 #include "progress.h"
@@ -20,8 +21,6 @@ struct build_cli {
 	size_t nr_owned;
 	int verbosity;			/* -1 quiet, 0 normal, 1 verbose */
 	bool mtime_given;
-	bool no_dedupe;			/* --no-dedupe */
-	int fragments;			/* --[no-]fragments: 1, 0; -1 default */
 	const char *tar;		/* --tar FILE ("-": stdin), or NULL */
 	struct cli_progress progress;	/* status line on a terminal */
 };
@@ -36,6 +35,8 @@ enum {
 	OPT_NO_XATTRS,
 	OPT_LAYOUT,
 	OPT_ZTAILPACKING,
+	OPT_NO_ZTAILPACKING,
+	OPT_KERNEL,
 	OPT_FRAGMENTS,
 	OPT_NO_FRAGMENTS,
 	OPT_DEDUPE,
@@ -375,31 +376,64 @@ static int set_layout(struct build_cli *c, const char *arg)
 	return 0;
 }
 
+/* A saver on (@on) or off; the last of --X and --no-X wins. */
+static void set_saver(struct build_cli *c, unsigned int flag, bool on)
+{
+	if (on) {
+		c->opts.compress_flags |= flag;
+		c->opts.compress_off &= ~flag;
+	} else {
+		c->opts.compress_off |= flag;
+		c->opts.compress_flags &= ~flag;
+	}
+}
+
 static int set_ztailpacking(struct build_cli *c, const char *arg)
 {
 	(void)arg;
-	c->opts.compress_flags |= KILN_COMPRESS_ZTAILPACKING;
+	set_saver(c, KILN_COMPRESS_ZTAILPACKING, true);
+	return 0;
+}
+
+static int set_no_ztailpacking(struct build_cli *c, const char *arg)
+{
+	(void)arg;
+	set_saver(c, KILN_COMPRESS_ZTAILPACKING, false);
 	return 0;
 }
 
 static int set_fragments(struct build_cli *c, const char *arg)
 {
 	(void)arg;
-	c->fragments = 1;
+	set_saver(c, KILN_COMPRESS_FRAGMENTS, true);
 	return 0;
 }
 
 static int set_no_fragments(struct build_cli *c, const char *arg)
 {
 	(void)arg;
-	c->fragments = 0;
+	set_saver(c, KILN_COMPRESS_FRAGMENTS, false);
 	return 0;
 }
 
 static int set_dedupe(struct build_cli *c, const char *arg)
 {
 	(void)arg;
-	c->no_dedupe = false;
+	set_saver(c, KILN_COMPRESS_DEDUPE, true);
+	return 0;
+}
+
+static int set_kernel(struct build_cli *c, const char *arg)
+{
+	int err = kiln_kernel_parse(arg, &c->opts.kernel);
+
+	if (err == -ERANGE)
+		return cli_usage_error(&build_spec, "--kernel: '%s': EROFS "
+				       "needs Linux 5.4 or newer", arg);
+	if (err)
+		return cli_usage_error(&build_spec, "--kernel: '%s' is not a "
+				       "Linux release (5.15, 6.1 ... or "
+				       "latest)", arg);
 	return 0;
 }
 
@@ -420,7 +454,7 @@ static int set_metabox(struct build_cli *c, const char *arg)
 static int set_no_dedupe(struct build_cli *c, const char *arg)
 {
 	(void)arg;
-	c->no_dedupe = true;
+	set_saver(c, KILN_COMPRESS_DEDUPE, false);
 	return 0;
 }
 
@@ -480,19 +514,30 @@ static const struct build_option {
 			"default 64M or 8M per thread)" }, set_memory_limit },
 	{ { "compress", 'z', "ALG[:LEVEL]", "compress files: lz4, lz4hc, "
 			"lzma, deflate or zstd (default: none)" }, set_compress },
+	{ { "kernel", OPT_KERNEL, "VERSION", "oldest Linux the image must "
+			"mount on without warnings: 5.4 ... 6.17 or latest; "
+			"picks the layout, savers and defaults (default 6.1, "
+			"or the codec's first kernel: 6.6 deflate, 6.10 zstd; "
+			"'kiln info --kernels' lists the features)" },
+	  set_kernel },
 	{ { "pcluster-size", 'C', "BYTES", "largest pcluster (classic "
-			"layout; default 16384 for lz4 and lz4hc, 65536 for "
-			"lzma) or extent input size (extents layout, default "
+			"layout; default 16384 for lz4, lz4hc and deflate, "
+			"65536 for lzma and zstd; one block before Linux 5.13) "
+			"or extent input size (extents layout, default "
 			"65536)" }, set_pcluster_size },
 	{ { "layout", OPT_LAYOUT, "KIND", "compressed file layout: classic, "
-			"extents (48-bit, Linux 6.15+) or auto (extents for "
-			"zstd and deflate, else classic)" },
+			"extents (48-bit, Linux 6.15+, EXPERIMENTAL) or auto "
+			"(classic, the default)" },
 	  set_layout },
 	{ { "ztailpacking", OPT_ZTAILPACKING, NULL, "store the last pcluster "
-			"of a compressed file inline" }, set_ztailpacking },
+			"of a compressed file inline (Linux 5.17+; default "
+			"for targets 5.17 to 6.0)" }, set_ztailpacking },
+	{ { "no-ztailpacking", OPT_NO_ZTAILPACKING, NULL, "keep the last "
+			"pcluster in blocks of its own" }, set_no_ztailpacking },
 	{ { "fragments", OPT_FRAGMENTS, NULL, "pack small files and "
 			"compressed file tails into a shared, compressed inode "
-			"(default when compressing, unless --ztailpacking)" },
+			"(Linux 6.1+; default when compressing for targets "
+			"from 6.1, unless --ztailpacking)" },
 	  set_fragments },
 	{ { "no-fragments", OPT_NO_FRAGMENTS, NULL, "give every compressed "
 			"file its own blocks, tail included" }, set_no_fragments },
@@ -506,7 +551,8 @@ static const struct build_option {
 			"found again at other offsets (reads big files twice)" },
 	  set_dedupe_shifted },
 	{ { "metabox", OPT_METABOX, NULL, "compress the inodes too, in a "
-			"metadata inode (Linux 6.17+)" }, set_metabox },
+			"metadata inode (Linux 6.17+, EXPERIMENTAL)" },
+	  set_metabox },
 	{ { "compress-hints", OPT_COMPRESS_HINTS, "FILE", "per-file "
 			"compression: lines 'GLOB ALG[:LEVEL] [PCLUSTER_SIZE]', "
 			"first match wins (at most two algorithms per image)" },
@@ -586,21 +632,30 @@ static void print_summary(const char *image, const struct kiln_build_stats *st)
 
 	cli_build_summary(line, sizeof(line), st);
 	printf("%s: %s\n", image, line);
+	printf("%s: target: Linux %u.%u (%s)\n", image, st->target / 100,
+	       st->target % 100, st->target_why);
 	if (st->min_kernel)
 		printf("%s: mountable by Linux %s or newer (%s)\n", image,
 		       st->min_kernel, st->min_kernel_why);
+	for (unsigned int f = 0; f < KILN_KF_COUNT; f++) {
+		const struct kiln_kernel_feature *k = kiln_kernel_feature(f);
+
+		if (st->experimental & (1u << f))
+			printf("%s: note: Linux logs %s as EXPERIMENTAL "
+			       "(%s)\n", image, k->name, k->experimental);
+	}
 }
 
 int cmd_build(int argc, char **argv)
 {
-	struct build_cli c = { .verbosity = 0, .fragments = -1 };
+	struct build_cli c = { .verbosity = 0 };
 	struct kiln_build_stats stats;
 	const char *arg;
 	int rc, err;
 
 	for (size_t i = 0; i < NR_BUILD_OPTIONS; i++)
 		build_cli_options[i] = build_options[i].opt;
-	c.opts.struct_size = sizeof(c.opts);
+	kiln_build_opts_init(&c.opts);
 	c.opts.log = build_log;
 	c.opts.log_ctx = &c;
 	cli_progress_init(&c.progress, stderr);
@@ -625,56 +680,6 @@ int cmd_build(int argc, char **argv)
 	}
 	c.opts.excludes = c.excludes;
 	c.opts.nr_excludes = c.nr_excludes;
-	if ((c.opts.compress_flags & KILN_COMPRESS_METABOX) &&
-	    c.opts.compress.codec == KILN_CODEC_NONE) {
-		rc = cli_usage_error(&build_spec, "--metabox needs a "
-				     "compression algorithm (-z)");
-		goto out;
-	}
-	if (c.opts.compress_flags & KILN_COMPRESS_DEDUPE_SHIFTED) {
-		const char *why = NULL;
-
-		if (c.opts.compress.codec == KILN_CODEC_NONE)
-			why = "--dedupe-shifted needs a compression "
-			      "algorithm (-z)";
-		else if (c.no_dedupe)
-			why = "--dedupe-shifted and --no-dedupe contradict "
-			      "each other";
-		else if (c.tar)
-			why = "--dedupe-shifted needs a directory SOURCE (a tar "
-			      "stream is read only once)";
-		if (why) {
-			rc = cli_usage_error(&build_spec, "%s", why);
-			goto out;
-		}
-	}
-	/* sharing costs a hash per pcluster (workers) and saves much */
-	if (c.opts.compress.codec != KILN_CODEC_NONE && !c.no_dedupe)
-		c.opts.compress_flags |= KILN_COMPRESS_DEDUPE;
-	/*
-	 * Packing tails and small files together is what keeps trees of
-	 * small files small; an explicit --ztailpacking asks for tails
-	 * inline instead, so it alone turns the default off.
-	 */
-	if (c.fragments < 0)
-		c.fragments = c.opts.compress.codec != KILN_CODEC_NONE &&
-			      !(c.opts.compress_flags &
-				KILN_COMPRESS_ZTAILPACKING);
-	if (c.fragments)
-		c.opts.compress_flags |= KILN_COMPRESS_FRAGMENTS;
-	/*
-	 * Classic pclusters of one block cost lz4 7-10% and lzma 7% of the
-	 * image on /usr/share/doc against 16 KiB and 64 KiB ones
-	 * (bench/compress.sh); extents default to 64 KiB of input.
-	 */
-	if (!c.opts.pcluster_size &&
-	    c.opts.compress_layout != KILN_COMPRESS_LAYOUT_EXTENTS) {
-		if (c.opts.compress.codec == KILN_CODEC_LZ4 ||
-		    c.opts.compress.codec == KILN_CODEC_LZ4HC)
-			c.opts.pcluster_size = 16384;
-		else if (c.opts.compress.codec == KILN_CODEC_LZMA)
-			c.opts.pcluster_size = 65536;
-	}
 	if (c.verbosity >= 0 && c.progress.enabled) {
 		c.opts.progress = cli_progress_show;
 		c.opts.progress_ctx = &c.progress;
@@ -683,7 +688,8 @@ int cmd_build(int argc, char **argv)
 			 &c.opts, &stats);
 	cli_progress_clear(&c.progress);
 	if (err) {
-		rc = 1;
+		/* -EINVAL: options the library refused (a usage error) */
+		rc = err == -EINVAL ? 2 : 1;
 		goto out;
 	}
 	if (c.verbosity >= 0)

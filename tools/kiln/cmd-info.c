@@ -6,6 +6,7 @@
 
 #include <kiln/fsck.h>
 #include <kiln/image.h>
+#include <kiln/kernel.h>
 
 #include "cli.h"
 
@@ -13,17 +14,21 @@ enum {
 	OPT_JSON = 256,
 	OPT_WALK,
 	OPT_NO_WALK,
+	OPT_KERNELS,
 };
 
 static const struct cli_option info_options[] = {
 	{ "json", OPT_JSON, NULL, "print one JSON object" },
 	{ "walk", OPT_WALK, NULL, "count files by type (the default)" },
 	{ "no-walk", OPT_NO_WALK, NULL, "only read the superblock" },
+	{ "kernels", OPT_KERNELS, NULL, "print the table of features and the "
+					"first Linux that mounts each (no "
+					"IMAGE)" },
 };
 
 static const struct cli_spec info_spec = {
 	.cmd = "info",
-	.usage = "[--json] [--no-walk] IMAGE",
+	.usage = "[--json] [--no-walk] IMAGE\n       kiln info --kernels",
 	.summary = "Describe IMAGE: superblock, features, compression and the "
 		   "files it holds.",
 	.opts = info_options,
@@ -105,6 +110,32 @@ static uint32_t algorithms(const struct kiln_image_info *in,
 	return 0;
 }
 
+/* The oldest Linux that mounts the image, from its superblock. */
+static void image_need(const struct kiln_image_info *in,
+		       struct kiln_kernel_need *k)
+{
+	uint16_t algs = (in->feature_incompat & INCOMPAT_COMPR_CFGS) ?
+			in->compr_algs : 0;
+
+	kiln_kernel_need(in->feature_compat, in->feature_incompat, algs,
+			 (unsigned int)__builtin_ctz(in->block_size), k);
+}
+
+/* The feature table as a Markdown table (docs/kernels.md holds a copy). */
+static void print_kernels(void)
+{
+	printf("| feature | on-disk marker | first Linux | older Linux "
+	       "| EXPERIMENTAL |\n|---|---|---|---|---|\n");
+	for (unsigned int f = 0; f < KILN_KF_COUNT; f++) {
+		const struct kiln_kernel_feature *k = kiln_kernel_feature(f);
+
+		printf("| %s | %s | %s | %s | %s |\n", k->name, k->marker,
+		       k->version, (k->flags & KILN_KF_IGNORED_BEFORE) ?
+		       "ignores it" : f ? "refuses the image" : "-",
+		       k->experimental ? k->experimental : "no");
+	}
+}
+
 static void format_uuid(const uint8_t u[16], char out[37])
 {
 	static const char hex[] = "0123456789abcdef";
@@ -153,6 +184,7 @@ static void print_text(const char *image, const struct kiln_image_info *in,
 {
 	char uuid[37], when[48], hs[32], label[80];
 	uint32_t algs = algorithms(in, rep, walked);
+	struct kiln_kernel_need need;
 	bool first = true;
 
 	format_uuid(in->uuid, uuid);
@@ -191,6 +223,19 @@ static void print_text(const char *image, const struct kiln_image_info *in,
 		print_word(&first, i < 4 ? algorithm_names[i] : tmp);
 	}
 	printf("%s\n", first ? "none" : "");
+	image_need(in, &need);
+	printf("%-22sLinux %s (%s)\n", "oldest kernel:", need.version,
+	       need.why);
+	first = true;
+	for (unsigned int f = 0; f < KILN_KF_COUNT; f++) {
+		const struct kiln_kernel_feature *k = kiln_kernel_feature(f);
+
+		if ((need.features & (1u << f)) && k->experimental) {
+			printf("%-22s%s\n", first ? "experimental:" : "",
+			       k->name);
+			first = false;
+		}
+	}
 	if (in->feature_compat & COMPAT_SB_CHKSUM)
 		printf("%-22scrc32c 0x%08x (verified)\n", "checksum:",
 		       in->sb_checksum);
@@ -290,6 +335,7 @@ static void print_json(const char *image, const struct kiln_image_info *in,
 {
 	char uuid[37], when[48];
 	uint32_t algs = algorithms(in, rep, walked);
+	struct kiln_kernel_need need;
 	bool first;
 
 	format_uuid(in->uuid, uuid);
@@ -335,6 +381,18 @@ static void print_json(const char *image, const struct kiln_image_info *in,
 	       in->feature_compat & COMPAT_SB_CHKSUM ? "true" : "false");
 	printf(", \"meta_blkaddr\": %u, \"xattr_blkaddr\": %u",
 	       in->meta_blkaddr, in->xattr_blkaddr);
+	image_need(in, &need);
+	printf(", \"min_kernel\": \"%s\", \"min_kernel_why\": ", need.version);
+	json_str(need.why);
+	printf(", \"experimental\": [");
+	first = true;
+	for (unsigned int f = 0; f < KILN_KF_COUNT; f++) {
+		const struct kiln_kernel_feature *k = kiln_kernel_feature(f);
+
+		if ((need.features & (1u << f)) && k->experimental)
+			json_word(&first, k->name);
+	}
+	printf("]");
 	if (walked) {
 		printf(", \"walk\": {\"complete\": %s, \"problems\": %llu"
 		       ", \"directories\": %llu"
@@ -370,7 +428,7 @@ int cmd_info(int argc, char **argv)
 	struct kiln_image *img;
 	struct cli_log lg;
 	const char *arg, *image;
-	bool json = false, walk = true;
+	bool json = false, walk = true, kernels = false;
 	int c, walk_err = 0;
 
 	while ((c = cli_getopt(argc, argv, &info_spec, &arg)) >= 0) {
@@ -378,10 +436,18 @@ int cmd_info(int argc, char **argv)
 		case OPT_JSON: json = true; break;
 		case OPT_WALK: walk = true; break;
 		case OPT_NO_WALK: walk = false; break;
+		case OPT_KERNELS: kernels = true; break;
 		}
 	}
 	if (c != CLI_OPT_END)
 		return cli_opt_exit(c);
+	if (kernels) {
+		if (argc != optind)
+			return cli_usage_error(&info_spec,
+					       "--kernels takes no IMAGE");
+		print_kernels();
+		return 0;
+	}
 	if (argc - optind != 1)
 		return cli_usage_error(&info_spec, "expected IMAGE");
 	image = argv[optind];
