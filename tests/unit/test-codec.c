@@ -183,7 +183,7 @@ TEST(destsize_fills_without_exceeding)
 			memset(comp, 0x55, sizeof(comp));
 			got = kiln_codec_compress_destsize(r.ops, r.cws, level,
 							   comp, caps[c], text,
-							   &in);
+							   &in, NULL);
 			CHECK(got > 0 && (size_t)got <= caps[c]);
 			CHECK(in > caps[c] && in <= IN_LEN);
 			/* nothing written past the cap */
@@ -222,7 +222,8 @@ TEST(destsize_takes_all_of_an_input_that_fits)
 			ssize_t got = kiln_codec_compress_destsize(r.ops, r.cws,
 								   level, comp,
 								   sizeof(comp),
-								   text, &in);
+								   text, &in,
+								   NULL);
 
 			CHECK(got > 0);
 			if (in != n)
