@@ -48,7 +48,8 @@ struct kiln_destsize_hint {
 				 * of dst_cap */
 	/* carried from call to call: the last result, 0 before the first */
 	size_t last_in, last_out;
-	/* counters the caller may read: calls, whole compressions */
+	/* counters the caller may read: calls, passes over the input (a
+	 * whole compression, or a streamed fill) */
 	uint64_t calls, compressions;
 };
 
@@ -92,13 +93,14 @@ struct kiln_codec_ops {
 	 * (zstd): the same fill in about one pass, the input fed in chunks
 	 * and the output flushed after each, so its length is known as it
 	 * grows. May write up to @hint's dst_room bytes of @dst; @hint may
-	 * be NULL. -EAGAIN when it could not make a good fill (the caller
-	 * then searches with compress()).
+	 * be NULL, else it counts passes past the first. -EAGAIN when it
+	 * could not make a good fill (the caller then searches with
+	 * compress()).
 	 */
 	ssize_t (*compress_fill)(void *ws, int level, void *dst,
 				 size_t dst_cap, const void *src,
 				 size_t *src_len,
-				 const struct kiln_destsize_hint *hint);
+				 struct kiln_destsize_hint *hint);
 	/*
 	 * Decode @src (exactly the stream bytes, zero padding skipped) into
 	 * exactly @dst_len bytes at @dst. With @partial, stop after @dst_len

@@ -188,7 +188,7 @@ static int zstd_fill_pass(ZSTD_CCtx *cctx, int level, ZSTD_outBuffer out,
 static ssize_t zstd_compress_fill(void *ws, int level, void *dst,
 				  size_t dst_cap, const void *src,
 				  size_t *src_len,
-				  const struct kiln_destsize_hint *h)
+				  struct kiln_destsize_hint *h)
 {
 	ZSTD_CCtx *cctx = ((struct zstd_cws *)ws)->cctx;
 	const size_t n = *src_len;
@@ -216,6 +216,8 @@ static ssize_t zstd_compress_fill(void *ws, int level, void *dst,
 	len = FILL_FCS_LEN + p.fit + FILL_END_LEN;
 	/* a chunk ran over far from full: once more, slower past the fit */
 	if (p.over && p.taken && !kiln_destsize_full(len, dst_cap, h)) {
+		if (h)
+			h->compressions++;
 		err = zstd_fill_pass(cctx, level, out, src, n, budget, slack,
 				     p.taken, p.taken, p.fit, &p);
 		if (err)
