@@ -163,16 +163,18 @@ void kiln_codec_dws_fini(const struct kiln_codec_ops *ops, void *ws);
 
 /*
  * Fixed-output compression for every codec: ops->compress_destsize() when
- * the codec has it, else a deterministic search over the input length
- * with ops->compress(), each probe aimed by the sizes seen so far (and the
- * ratio of @hint's last result). It takes the first output that is full
- * enough rather than the longest prefix that fits: one that leaves less
- * than 1/128 of its units unused in its last unit, and takes at least 3/4
+ * the codec has it, else ops->compress_fill() (one streamed pass), else
+ * (or when that gives up) a deterministic search over the input length
+ * with ops->compress(), each probe aimed by the sizes seen so far and the
+ * ratio of @hint's last result. The search takes the first output that is
+ * full enough rather than the longest prefix that fits: one that leaves at
+ * most 1/128 of its units unused in its last unit, and takes at least 3/4
  * of the units of @dst_cap (the caller stores the units used, so a
  * pcluster a unit short of the maximum costs nothing), or, after three
  * probes, any that fits. Same contract as compress_destsize(): *@src_len
- * in = input available, out = input consumed (> 0 on success); an input
- * that fits whole is taken whole. -ENOSPC when not even a minimal prefix
+ * in = input available, out = input consumed (> 0 on success); the search
+ * takes an input that fits whole whole (a streamed fill may stop within
+ * 1/128 of @dst_cap of its end). -ENOSPC when not even a minimal prefix
  * fits. @hint may be NULL: no ratio to start from, probes only write
  * @dst_cap bytes, the output is one unit.
  */

@@ -493,7 +493,8 @@ TEST(fill_with_a_hint_is_cheap_and_nearly_as_full_as_the_best)
 						 KILN_MIN((size_t)FILL_LEN, 64 * cap));
 				best_rate = (double)best / cap;
 				rate = (double)st.first_in / st.first_used;
-				printf("#   %s %s %u x %u: %u calls, %.2f passes (max %u), first %.3f of the best\n",
+				printf("#   %s %s %u x %u: %u calls, %.2f passes "
+				       "(max %u), first %.3f of the best\n",
 				       r.ops->name, fill_names[k], unit,
 				       caps[i][1], st.calls, avg,
 				       st.max_passes, rate / best_rate);
