@@ -117,9 +117,10 @@ static ssize_t zstd_compress(void *ws, int level, void *dst, size_t dst_cap,
  *
  * libzstd writes the header without a content size (it is not known until
  * the end): the stream goes FILL_FCS_LEN bytes into @dst, then its 6-byte
- * header moves to the front and the content size (which erofs-utils
- * needs) goes in the gap. The last block is an empty raw one, as libzstd
- * itself ends frames.
+ * header moves to the front and the content size (which one-shot decoders
+ * such as ZSTD_decompress() size their output by) goes in the gap, so the
+ * frames look like those compress() makes. The last block is an empty raw
+ * one, as libzstd itself ends frames.
  */
 #define FILL_HDR_LEN		6	/* magic, descriptor, window byte */
 #define FILL_FCS_LEN		4

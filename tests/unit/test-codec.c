@@ -286,8 +286,8 @@ static const uint8_t *fill_input(enum fill_kind k)
 }
 
 /*
- * The content size a zstd frame header records, or -1: erofs-utils
- * sizes its output by it.
+ * The content size a zstd frame header records, or -1: one-shot decoders
+ * (ZSTD_decompress()) size their output by it.
  */
 static long long zstd_frame_content_size(const uint8_t *f, size_t len)
 {
