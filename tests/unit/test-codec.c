@@ -341,7 +341,7 @@ struct fill_stats {
  * Fill pclusters of @blks units of @unit bytes from @src until it ends,
  * one hint for the stream (or none), checking each: within the budget,
  * a decoded copy of exactly the prefix taken, a zstd frame that records
- * its length.
+ * its length. Passes are counted through the hint, so only with one.
  */
 static void fill_stream(struct rig *r, const uint8_t *src, size_t n,
 			uint32_t unit, uint32_t blks, bool with_hint,
@@ -359,16 +359,12 @@ static void fill_stream(struct rig *r, const uint8_t *src, size_t n,
 		uint64_t before = h.compressions;
 		ssize_t got;
 
-		if (!with_hint)
-			memset(&h, 0, sizeof(h));
 		got = kiln_codec_compress_destsize(r->ops, r->cws, r->p.level,
 						   comp, cap, src + pos, &in,
 						   with_hint ? &h : NULL);
 		/* the cap, not the room, bounds the output */
 		if (got > 0 && (size_t)got > cap)
 			got = -E2BIG;
-		if (!with_hint)
-			h.compressions = before + 1;
 		st->calls++;
 		if (got <= 0 || in == 0 || in > n - pos ||
 		    r->ops->decompress(r->dws, out, in, comp, (size_t)got,
