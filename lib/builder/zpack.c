@@ -165,6 +165,8 @@ struct zpack {
 	size_t next_cut;	/* cuts->at[] not yet passed */
 	uint8_t *tmp;		/* compressor output */
 	size_t tmp_cap;
+	/* fixed-output search state of this stream (the classic layout) */
+	struct kiln_destsize_hint hint;
 	bool any_compressed;
 };
 
@@ -463,7 +465,7 @@ static ssize_t classic_compress(struct zpack *z, const uint8_t *src,
 
 	/* codecs without a native mode search over prefixes (codec.c) */
 	r = kiln_codec_compress_destsize(zc->ops, z->ws, zc->params.level,
-					 z->tmp, cap, src, in_len);
+					 z->tmp, cap, src, in_len, &z->hint);
 	if (r > 0 && (!stream_fixup(zc, z->tmp, (size_t)r) ||
 		      !classic_worth(zc, *in_len, (size_t)r)))
 		r = -ENOSPC;
@@ -492,6 +494,9 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 	zf->big = zc->pcluster_size > bs;
 	zf->alg = zc->ops->erofs_alg;
 	err = zpack_init(&z, zc, out, read, read_ctx, zf, 2 * (size_t)zc->max_in);
+	/* probes may fill z.tmp, and the pclusters are stored by blocks */
+	z.hint.dst_room = z.tmp_cap;
+	z.hint.unit = bs;
 	z.cuts = cuts;
 	if (cuts && cuts->nr)
 		z.sink.decided = true;

@@ -102,97 +102,220 @@ void kiln_codec_dws_fini(const struct kiln_codec_ops *ops, void *ws)
 }
 
 /*
- * Stop searching once the bracket is this narrow, or the output is this
- * close to full: more probes cost a whole compression each.
+ * The fixed-output search for codecs without a native mode: each probe is
+ * a whole compression, so it aims every probe at a full output from what
+ * the last probes (or the stream's last pcluster) showed, and stops at the
+ * first output that is full enough.
  */
+
+/* Stop once the bracket is this narrow: more probes gain < 16 bytes. */
 #define DESTSIZE_SEARCH_SLACK	16
-#define DESTSIZE_FULL_SHIFT	8	/* within 1/256 of the cap */
+/* Probes after which any fitting output is taken. */
+#define DESTSIZE_PROBES		3
+/*
+ * "Full enough": the unused bytes of the last unit are at most 1/2^SHIFT
+ * of the units the output takes, and at least MIN_WASTE bytes are allowed.
+ */
+#define DESTSIZE_WASTE_SHIFT	7
+#define DESTSIZE_MIN_WASTE	16
 
-/* Next prefix to try: scale the last fit towards a 98% full output. */
-static size_t destsize_guess(size_t lo, size_t lo_out, size_t hi,
-			     size_t dst_cap)
+static size_t destsize_waste_ok(size_t used)
 {
-	size_t guess;
+	return KILN_MAX((size_t)DESTSIZE_MIN_WASTE,
+			used >> DESTSIZE_WASTE_SHIFT);
+}
 
-	if (lo && lo_out) {
-		unsigned __int128 g = (unsigned __int128)lo * (dst_cap -
-						dst_cap / 50) / lo_out;
+/*
+ * True when an output of @out bytes (<= @cap) is as good as the best: it
+ * takes at least 3/4 of the units of @cap and fills its last unit but for
+ * the allowed waste.
+ */
+static bool destsize_full(size_t out, size_t cap, size_t unit)
+{
+	size_t used = (out + unit - 1) / unit * unit;
 
-		guess = g > hi ? hi : (size_t)g;
+	return used >= cap - cap / 4 && used - out <= destsize_waste_ok(used);
+}
+
+bool kiln_destsize_full(size_t out, size_t cap,
+			const struct kiln_destsize_hint *hint)
+{
+	size_t unit = hint && hint->unit && hint->unit < cap ? hint->unit :
+							      cap;
+
+	return out <= cap && destsize_full(out, cap, unit);
+}
+
+/* @x scaled by @num / @den, saturating at SIZE_MAX. */
+static size_t destsize_scale(size_t x, size_t num, size_t den)
+{
+	unsigned __int128 g = (unsigned __int128)x * num / den;
+
+	return g > SIZE_MAX ? SIZE_MAX : (size_t)g;
+}
+
+/*
+ * The search's state: prefixes of lo bytes fit in lo_out bytes, of hi
+ * bytes do not (hi_out bytes when the probe could tell, else 0; hi = n + 1
+ * before any probe failed).
+ */
+struct destsize_state {
+	size_t n, lo, lo_out, hi, hi_out;
+};
+
+/*
+ * Next prefix to probe for an output of @target bytes: between the two
+ * nearest probes when both sizes are known, else by the ratio of the one
+ * known; strictly inside (lo, hi).
+ */
+static size_t destsize_aim(const struct destsize_state *s, size_t target)
+{
+	size_t x;
+
+	if (s->lo && s->hi_out > s->lo_out && target > s->lo_out)
+		x = s->lo + destsize_scale(s->hi - s->lo, target - s->lo_out,
+					   s->hi_out - s->lo_out);
+	else if (s->hi_out)
+		x = destsize_scale(s->hi, target, s->hi_out);
+	else if (s->lo && s->lo_out)
+		x = destsize_scale(s->lo, target, s->lo_out);
+	else
+		x = s->lo + (s->hi - s->lo) / 2;
+	/* all of the input, when it is not known to be too much */
+	if (x >= s->n && s->hi > s->n)
+		return s->n;
+	if (x <= s->lo || x >= s->hi)
+		x = s->lo + (s->hi - s->lo) / 2;
+	return KILN_MIN(x, s->n);
+}
+
+/* The first probe: by the stream's last ratio, else by a default guess. */
+static size_t destsize_first(const struct kiln_destsize_hint *h, size_t n,
+			     size_t cap, size_t room, size_t target)
+{
+	size_t x;
+
+	if (h->last_in && h->last_out) {
+		x = destsize_scale(h->last_in, target, h->last_out);
+		/* near the whole input: try it, a fit ends the stream */
+		if (x >= n - n / 8)
+			x = n;
+	} else if (room / 3 >= cap + cap / 64 + 512) {
+		/* room to learn the size even of an incompressible probe */
+		x = n <= 3 * (size_t)cap ? n : 2 * cap;
 	} else {
-		guess = lo + (hi - lo) / 2;
+		x = cap;
 	}
-	if (guess <= lo || guess >= hi)
-		guess = lo + (hi - lo) / 2;
-	return guess;
+	return KILN_MAX(KILN_MIN(x, n), (size_t)1);
+}
+
+/*
+ * Output to aim the next probe at: a full @cap, or, when the last fit
+ * already took the units of a nearly full output, those units filled
+ * (a short step, so a close aim); past the probe budget, low enough to
+ * fit at once.
+ */
+static size_t destsize_target(const struct destsize_state *s, size_t cap,
+			      size_t unit, unsigned int probes, size_t target)
+{
+	size_t used = (s->lo_out + unit - 1) / unit * unit;
+
+	if (probes >= DESTSIZE_PROBES)
+		return cap - cap / 16;
+	if (s->lo && used < cap && used >= cap - cap / 4 &&
+	    s->hi > s->n)
+		return used - destsize_waste_ok(used) / 2;
+	return target;
 }
 
 ssize_t kiln_codec_compress_destsize(const struct kiln_codec_ops *ops,
 				     void *ws, int level, void *dst,
 				     size_t dst_cap, const void *src,
-				     size_t *src_len)
+				     size_t *src_len,
+				     struct kiln_destsize_hint *hint)
 {
-	size_t lo = 0, lo_out = 0, hi, x;
+	struct kiln_destsize_hint none = { 0 };
+	struct kiln_destsize_hint *h = hint ? hint : &none;
+	struct destsize_state s = { .n = *src_len, .hi = *src_len + 1 };
+	size_t room, unit, target, x;
+	unsigned int probes = 0;
 	bool dst_holds_lo = false;
 	ssize_t r;
 
-	if (ops->compress_destsize)
-		return ops->compress_destsize(ws, level, dst, dst_cap, src,
-					      src_len);
-	/*
-	 * Invariant: a prefix of lo bytes fits (lo = 0 trivially) in lo_out
-	 * bytes, one of hi bytes does not (hi = n + 1: unknown). Start with
-	 * as much input as output; then follow the compression ratio seen
-	 * so far, bisecting once a probe has failed. Deterministic: the
-	 * same input gives the same probes.
-	 */
-	hi = *src_len + 1;
-	x = KILN_MIN(*src_len, dst_cap);
-	while (x > lo && x < hi) {
-		r = ops->compress(ws, level, dst, dst_cap, src, x);
-		if (r >= 0) {
-			lo = x;
-			lo_out = (size_t)r;
-			dst_holds_lo = true;
-			if (lo == *src_len ||
-			    lo_out >= dst_cap - (dst_cap >> DESTSIZE_FULL_SHIFT))
-				break;
-		} else if (r == -ENOSPC) {
-			hi = x;
-			dst_holds_lo = false;
-		} else {
-			return r;
+	h->calls++;
+	if (ops->compress_destsize) {
+		h->compressions++;
+		r = ops->compress_destsize(ws, level, dst, dst_cap, src,
+					   src_len);
+		if (r > 0) {
+			h->last_in = *src_len;
+			h->last_out = (size_t)r;
 		}
-		if (hi - lo <= DESTSIZE_SEARCH_SLACK) {
+		return r;
+	}
+	if (!s.n || !dst_cap)
+		return -ENOSPC;
+	if (ops->compress_fill) {
+		h->compressions++;
+		r = ops->compress_fill(ws, level, dst, dst_cap, src, src_len,
+				       h);
+		if (r > 0) {
+			h->last_in = *src_len;
+			h->last_out = (size_t)r;
+		}
+		if (r != -EAGAIN)
+			return r;
+	}
+	room = KILN_MAX(dst_cap, h->dst_room);
+	unit = h->unit && h->unit < dst_cap ? h->unit : dst_cap;
+	target = dst_cap - destsize_waste_ok(dst_cap) / 2;
+	x = destsize_first(h, s.n, dst_cap, room, target);
+	for (;;) {
+		probes++;
+		h->compressions++;
+		r = ops->compress(ws, level, dst, room, src, x);
+		if (r < 0 && r != -ENOSPC)
+			return r;
+		if (r >= 0 && (size_t)r <= dst_cap) {
+			s.lo = x;
+			s.lo_out = (size_t)r;
+			dst_holds_lo = true;
+			if (x == s.n || probes >= DESTSIZE_PROBES ||
+			    destsize_full(s.lo_out, dst_cap, unit))
+				break;
+		} else {
+			s.hi = x;
+			s.hi_out = r > 0 ? (size_t)r : 0;
+			dst_holds_lo = false;
+		}
+		if (s.hi - s.lo <= DESTSIZE_SEARCH_SLACK) {
 			/*
 			 * Close enough, unless all of the input was never
 			 * tried: it may fit too, and then it is the answer
 			 * (a file's last pcluster ends at its end).
 			 */
-			if (hi <= *src_len || lo == *src_len)
+			if (s.hi <= s.n || s.lo == s.n)
 				break;
-			x = *src_len;
+			x = s.n;
 			continue;
 		}
-		x = hi > *src_len ? destsize_guess(lo, lo_out, *src_len + 1,
-						   dst_cap) :
-		    lo_out ? KILN_MIN(destsize_guess(lo, lo_out, hi, dst_cap),
-				      lo + (hi - lo) / 2 + (hi - lo) / 4) :
-			     lo + (hi - lo) / 2;
-		if (x > *src_len)
-			x = *src_len;
+		x = destsize_aim(&s, destsize_target(&s, dst_cap, unit, probes,
+						     target));
 	}
-	if (!lo)
+	if (!s.lo)
 		return -ENOSPC;
 	/* a failed probe after the best fit overwrote dst */
 	if (!dst_holds_lo) {
-		r = ops->compress(ws, level, dst, dst_cap, src, lo);
+		h->compressions++;
+		r = ops->compress(ws, level, dst, dst_cap, src, s.lo);
 		if (r < 0)
 			return r;
-		lo_out = (size_t)r;
+		s.lo_out = (size_t)r;
 	}
-	*src_len = lo;
-	return (ssize_t)lo_out;
+	h->last_in = s.lo;
+	h->last_out = s.lo_out;
+	*src_len = s.lo;
+	return (ssize_t)s.lo_out;
 }
 
 uint32_t kiln_lzma_dict_size(uint32_t max_pcluster_size)

@@ -30,6 +30,29 @@ struct kiln_codec_params {
 	uint32_t max_pcluster_size;	/* largest pcluster, bytes */
 };
 
+/*
+ * What fixed-output compression carries along one stream (a file's data,
+ * a packed-inode segment) from one pcluster to the next, and how it may
+ * probe. Zero it before the stream's first call, set the caller's fields,
+ * and pass it to each call of that stream in order. Results depend only on
+ * the stream's bytes and these fields, never on other streams, so any
+ * number of threads gives the same output. Belongs to one thread.
+ */
+struct kiln_destsize_hint {
+	/* set by the caller */
+	size_t dst_room;	/* dst bytes a probe may write, >= dst_cap (0:
+				 * dst_cap); an over-full probe then tells its
+				 * size, and the next one aims better */
+	uint32_t unit;		/* the output is stored in whole units of this
+				 * many bytes (the block size); 0: one unit
+				 * of dst_cap */
+	/* carried from call to call: the last result, 0 before the first */
+	size_t last_in, last_out;
+	/* counters the caller may read: calls, passes over the input (a
+	 * whole compression, or a streamed fill) */
+	uint64_t calls, compressions;
+};
+
 struct kiln_codec_ops {
 	const char *name;		/* "lz4", "lz4hc", "zstd", ... */
 	enum kiln_codec_id id;
@@ -65,6 +88,19 @@ struct kiln_codec_ops {
 	ssize_t (*compress_destsize)(void *ws, int level, void *dst,
 				     size_t dst_cap, const void *src,
 				     size_t *src_len);
+	/*
+	 * Optional, for codecs without compress_destsize() that can stream
+	 * (zstd): the same fill in about one pass, the input fed in chunks
+	 * and the output flushed after each, so its length is known as it
+	 * grows. May write up to @hint's dst_room bytes of @dst; @hint may
+	 * be NULL, else it counts passes past the first. -EAGAIN when it
+	 * could not make a good fill (the caller then searches with
+	 * compress()).
+	 */
+	ssize_t (*compress_fill)(void *ws, int level, void *dst,
+				 size_t dst_cap, const void *src,
+				 size_t *src_len,
+				 struct kiln_destsize_hint *hint);
 	/*
 	 * Decode @src (exactly the stream bytes, zero padding skipped) into
 	 * exactly @dst_len bytes at @dst. With @partial, stop after @dst_len
@@ -127,15 +163,33 @@ void kiln_codec_dws_fini(const struct kiln_codec_ops *ops, void *ws);
 
 /*
  * Fixed-output compression for every codec: ops->compress_destsize() when
- * the codec has it, else a deterministic binary search over the input
- * length with ops->compress(). Same contract as compress_destsize():
- * *@src_len in = input available, out = input consumed (> 0 on success).
- * -ENOSPC when not even a minimal prefix fits.
+ * the codec has it, else ops->compress_fill() (one streamed pass), else
+ * (or when that gives up) a deterministic search over the input length
+ * with ops->compress(), each probe aimed by the sizes seen so far and the
+ * ratio of @hint's last result. The search takes the first output that is
+ * full enough rather than the longest prefix that fits: one that leaves at
+ * most 1/128 of its units unused in its last unit, and takes at least 3/4
+ * of the units of @dst_cap (the caller stores the units used, so a
+ * pcluster a unit short of the maximum costs nothing), or, after three
+ * probes, any that fits. Same contract as compress_destsize(): *@src_len
+ * in = input available, out = input consumed (> 0 on success); the search
+ * takes an input that fits whole whole (a streamed fill may stop within
+ * 1/128 of @dst_cap of its end). -ENOSPC when not even a minimal prefix
+ * fits. @hint may be NULL: no ratio to start from, probes only write
+ * @dst_cap bytes, the output is one unit.
  */
 ssize_t kiln_codec_compress_destsize(const struct kiln_codec_ops *ops,
 				     void *ws, int level, void *dst,
 				     size_t dst_cap, const void *src,
-				     size_t *src_len);
+				     size_t *src_len,
+				     struct kiln_destsize_hint *hint);
+
+/*
+ * True when an output of @out bytes is full enough for a cap of @cap, as
+ * kiln_codec_compress_destsize() takes it (units from @hint, may be NULL).
+ */
+bool kiln_destsize_full(size_t out, size_t cap,
+			const struct kiln_destsize_hint *hint);
 
 /*
  * MicroLZMA dictionary for images whose largest pcluster is

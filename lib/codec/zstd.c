@@ -107,6 +107,145 @@ static ssize_t zstd_compress(void *ws, int level, void *dst, size_t dst_cap,
 }
 
 /*
+ * Fixed output in about one pass. The input goes in in chunks, each
+ * flushed, so the stream's length is known after every chunk; each chunk
+ * aims at part of the room left (half at first, by the stream's last
+ * ratio, then 3/4 by this pcluster's own), and the frame ends at the last
+ * flush that fits. Layout of the result:
+ *
+ *   magic | FHD | window | content size (4) | blocks ... | last block (3)
+ *
+ * libzstd writes the header without a content size (it is not known until
+ * the end): the stream goes FILL_FCS_LEN bytes into @dst, then its 6-byte
+ * header moves to the front and the content size (which one-shot decoders
+ * such as ZSTD_decompress() size their output by) goes in the gap, so the
+ * frames look like those compress() makes. The last block is an empty raw
+ * one, as libzstd itself ends frames.
+ */
+#define FILL_HDR_LEN		6	/* magic, descriptor, window byte */
+#define FILL_FCS_LEN		4
+#define FILL_END_LEN		3
+#define FILL_MIN_CHUNK		64
+#define FILL_FHD_FCS4		0x80	/* content size field of 4 bytes */
+
+/* One pass: as above, from a cleared context. */
+struct fill_pass {
+	size_t taken, fit;	/* input taken, stream bytes it made */
+	bool over;		/* a chunk ran past the budget */
+};
+
+static int zstd_fill_pass(ZSTD_CCtx *cctx, int level, ZSTD_outBuffer out,
+			  const uint8_t *src, size_t n, size_t budget,
+			  size_t slack, size_t known, uint64_t rin,
+			  uint64_t rout, struct fill_pass *p)
+{
+	p->taken = p->fit = 0;
+	p->over = false;
+	ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+	if (ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel,
+						level)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog,
+						KILN_ZSTD_WINDOW_LOG)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0)))
+		return -EINVAL;
+	while (p->taken < n) {
+		size_t left = budget - p->fit, chunk, r;
+		ZSTD_inBuffer in;
+
+		if (p->taken && left <= slack)
+			break;
+		chunk = (size_t)((uint64_t)left * rin / rout);
+		/* a retry goes at once to the prefix known to fit, then slower */
+		if (known)
+			chunk = p->taken ? chunk / 2 : known;
+		else
+			chunk = p->taken ? chunk - chunk / 4 : chunk / 2;
+		chunk = chunk < FILL_MIN_CHUNK ? FILL_MIN_CHUNK : chunk;
+		chunk = chunk > n - p->taken ? n - p->taken : chunk;
+		in.src = src + p->taken;
+		in.size = chunk;
+		in.pos = 0;
+		do {
+			r = ZSTD_compressStream2(cctx, &out, &in,
+						 ZSTD_e_flush);
+		} while (!ZSTD_isError(r) && r && out.pos < out.size);
+		if (ZSTD_isError(r) &&
+		    ZSTD_getErrorCode(r) != ZSTD_error_dstSize_tooSmall)
+			return -EIO;
+		/* past the budget: the frame ends at the last flush */
+		if (ZSTD_isError(r) || r || in.pos < in.size ||
+		    out.pos > budget) {
+			p->over = true;
+			break;
+		}
+		p->taken += chunk;
+		p->fit = out.pos;
+		rin = p->taken;
+		rout = p->fit;
+	}
+	return 0;
+}
+
+static ssize_t zstd_compress_fill(void *ws, int level, void *dst,
+				  size_t dst_cap, const void *src,
+				  size_t *src_len,
+				  struct kiln_destsize_hint *h)
+{
+	ZSTD_CCtx *cctx = ((struct zstd_cws *)ws)->cctx;
+	const size_t n = *src_len;
+	size_t room = h && h->dst_room > dst_cap ? h->dst_room : dst_cap;
+	uint64_t rin = h && h->last_out ? h->last_in : 1;
+	uint64_t rout = h && h->last_out ? h->last_out : 1;
+	size_t budget, slack, len;
+	struct fill_pass p;
+	uint8_t *d = dst;
+	ZSTD_outBuffer out;
+	int err;
+
+	if (dst_cap < 64 || n > UINT32_MAX)
+		return -EAGAIN;
+	budget = dst_cap - FILL_FCS_LEN - FILL_END_LEN;
+	/* stop once the room left is within 1/128 of the cap */
+	slack = dst_cap / 128 > 16 ? dst_cap / 128 : 16;
+	out.dst = d + FILL_FCS_LEN;
+	out.size = room - FILL_FCS_LEN;
+	out.pos = 0;
+	err = zstd_fill_pass(cctx, level, out, src, n, budget, slack, 0, rin,
+			     rout, &p);
+	if (err)
+		return err;
+	len = FILL_FCS_LEN + p.fit + FILL_END_LEN;
+	/* a chunk ran over far from full: once more, slower past the fit */
+	if (p.over && p.taken && !kiln_destsize_full(len, dst_cap, h)) {
+		if (h)
+			h->compressions++;
+		err = zstd_fill_pass(cctx, level, out, src, n, budget, slack,
+				     p.taken, p.taken, p.fit, &p);
+		if (err)
+			return err;
+		len = FILL_FCS_LEN + p.fit + FILL_END_LEN;
+	}
+	/* nothing fit, or too far from full: search instead */
+	if (!p.taken || (p.taken < n && budget - p.fit > dst_cap / 8))
+		return -EAGAIN;
+	/* 6-byte header without a content size, as asked for */
+	if (d[FILL_FCS_LEN + 4] & 0xe3)
+		return -EAGAIN;
+	memmove(d, d + FILL_FCS_LEN, FILL_HDR_LEN);
+	d[4] |= FILL_FHD_FCS4;
+	d[6] = (uint8_t)p.taken;
+	d[7] = (uint8_t)(p.taken >> 8);
+	d[8] = (uint8_t)(p.taken >> 16);
+	d[9] = (uint8_t)(p.taken >> 24);
+	/* last block: raw, empty */
+	d[len - 3] = 1;
+	d[len - 2] = 0;
+	d[len - 1] = 0;
+	*src_len = p.taken;
+	return (ssize_t)len;
+}
+
+/*
  * Stream into the segments until they are full. Used for partial
  * decoding, split output, and frames holding more than asked for
  * (allowed: the kernel ignores extra output).
@@ -218,6 +357,7 @@ const struct kiln_codec_ops kiln_codec_zstd = {
 	.decompress_wsize = zstd_decompress_wsize,
 	.compress = zstd_compress,
 	.compress_destsize = NULL,
+	.compress_fill = zstd_compress_fill,
 	.decompress = zstd_decompress,
 	.decompress_segs = zstd_decompress_segs,
 	.cws_init = zstd_cws_init,

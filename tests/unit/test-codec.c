@@ -183,7 +183,7 @@ TEST(destsize_fills_without_exceeding)
 			memset(comp, 0x55, sizeof(comp));
 			got = kiln_codec_compress_destsize(r.ops, r.cws, level,
 							   comp, caps[c], text,
-							   &in);
+							   &in, NULL);
 			CHECK(got > 0 && (size_t)got <= caps[c]);
 			CHECK(in > caps[c] && in <= IN_LEN);
 			/* nothing written past the cap */
@@ -222,7 +222,8 @@ TEST(destsize_takes_all_of_an_input_that_fits)
 			ssize_t got = kiln_codec_compress_destsize(r.ops, r.cws,
 								   level, comp,
 								   sizeof(comp),
-								   text, &in);
+								   text, &in,
+								   NULL);
 
 			CHECK(got > 0);
 			if (in != n)
@@ -230,6 +231,279 @@ TEST(destsize_takes_all_of_an_input_that_fits)
 				       r.ops->name, in, n);
 			CHECK_EQ(in, n);
 		}
+		rig_release(&r);
+	}
+}
+
+/* ---- fixed-output fills for codecs without a native mode ---- */
+
+#define FILL_LEN	(1024u * 1024)
+#define FILL_ROOM	(FILL_LEN + FILL_LEN / 8 + 4096)
+
+enum fill_kind { FILL_RANDOM, FILL_RUNS, FILL_TEXT, FILL_KINDS };
+
+static const char *const fill_names[] = { "random", "runs", "text" };
+
+/* Random bytes, long runs of a few values, and word salad. */
+static const uint8_t *fill_input(enum fill_kind k)
+{
+	static uint8_t in[FILL_KINDS][FILL_LEN];
+	static bool made;
+
+	if (!made) {
+		size_t n = 0;
+
+		for (size_t i = 0; i < FILL_LEN; i++)
+			in[FILL_RANDOM][i] = (uint8_t)next_rand();
+		/* runs of 1..24 bytes of one value: about 3x smaller */
+		while (n < FILL_LEN) {
+			size_t run = 1 + next_rand() % 24;
+
+			run = KILN_MIN(run, FILL_LEN - n);
+			memset(in[FILL_RUNS] + n, (int)(next_rand() & 0xff), run);
+			n += run;
+		}
+		/* words of a made-up 4096-word vocabulary, some far more
+		 * common than others, and numbers: about 2-3x smaller */
+		for (n = 0; n < FILL_LEN;) {
+			uint32_t v = next_rand();
+			uint32_t w = (v & 1) ? v % 64 : v % 4096;
+			uint32_t len = 2 + w % 9;
+			uint32_t seed = w * 2654435761u;
+
+			for (uint32_t j = 0; j < len && n < FILL_LEN; j++) {
+				seed = seed * 1103515245u + 12345u;
+				in[FILL_TEXT][n++] = (uint8_t)('a' +
+							(seed >> 16) % 26);
+			}
+			if (n < FILL_LEN)
+				in[FILL_TEXT][n++] = v % 7 ? ' ' :
+						     (uint8_t)('0' + v % 10);
+		}
+		made = true;
+	}
+	return in[k];
+}
+
+/*
+ * The content size a zstd frame header records, or -1: one-shot decoders
+ * (ZSTD_decompress()) size their output by it.
+ */
+static long long zstd_frame_content_size(const uint8_t *f, size_t len)
+{
+	static const unsigned int fcs_len[] = { 0, 2, 4, 8 };
+	unsigned int fhd, code, single, did, at, fl;
+	unsigned long long v = 0;
+
+	if (len < 6 || f[0] != 0x28 || f[1] != 0xb5 || f[2] != 0x2f ||
+	    f[3] != 0xfd)
+		return -1;
+	fhd = f[4];
+	code = fhd >> 6;
+	single = (fhd >> 5) & 1;
+	did = fhd & 3;
+	at = 5 + !single + (did == 3 ? 4 : did);
+	fl = code ? fcs_len[code] : single;
+	if (!fl || at + fl > len)
+		return -1;
+	for (unsigned int i = 0; i < fl; i++)
+		v |= (unsigned long long)f[at + i] << (8 * i);
+	return (long long)(code == 1 ? v + 256 : v);
+}
+
+/* The longest prefix that fits in @cap, by bisection (monotone enough). */
+static size_t fill_best(const struct rig *r, uint8_t *comp, size_t cap,
+			const uint8_t *src, size_t n)
+{
+	size_t lo = 0, hi = n + 1;
+
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		ssize_t got = r->ops->compress(r->cws, r->p.level, comp, cap,
+					       src, mid);
+
+		if (got > 0)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* What one run of a stream through the fill showed. */
+struct fill_stats {
+	unsigned int calls, bad, max_passes;
+	uint64_t passes, in_sum, used_sum;
+	size_t first_in, first_used;	/* the first pcluster's */
+};
+
+/*
+ * Fill pclusters of @blks units of @unit bytes from @src until it ends,
+ * one hint for the stream (or none), checking each: within the budget,
+ * a decoded copy of exactly the prefix taken, a zstd frame that records
+ * its length. Passes are counted through the hint, so only with one.
+ */
+static void fill_stream(struct rig *r, const uint8_t *src, size_t n,
+			uint32_t unit, uint32_t blks, bool with_hint,
+			struct fill_stats *st)
+{
+	static uint8_t comp[FILL_ROOM], out[FILL_LEN];
+	const size_t cap = (size_t)unit * blks;
+	struct kiln_destsize_hint h = { .dst_room = sizeof(comp),
+					.unit = unit };
+	size_t pos = 0;
+
+	memset(st, 0, sizeof(*st));
+	while (pos < n) {
+		size_t in = n - pos;
+		uint64_t before = h.compressions;
+		ssize_t got;
+
+		got = kiln_codec_compress_destsize(r->ops, r->cws, r->p.level,
+						   comp, cap, src + pos, &in,
+						   with_hint ? &h : NULL);
+		/* the cap, not the room, bounds the output */
+		if (got > 0 && (size_t)got > cap)
+			got = -E2BIG;
+		st->calls++;
+		if (got <= 0 || in == 0 || in > n - pos ||
+		    r->ops->decompress(r->dws, out, in, comp, (size_t)got,
+				       false) ||
+		    memcmp(out, src + pos, in) ||
+		    (r->ops->id == KILN_CODEC_ZSTD &&
+		     zstd_frame_content_size(comp, (size_t)got) !=
+		     (long long)in)) {
+			if (!st->bad++)
+				printf("#   %s unit %u x %u at %zu: got %zd for %zu\n",
+				       r->ops->name, unit, blks, pos, got, in);
+			break;
+		}
+		st->passes += h.compressions - before;
+		st->max_passes = KILN_MAX(st->max_passes,
+					  (unsigned int)(h.compressions - before));
+		st->in_sum += in;
+		st->used_sum += kiln_round_up((uint64_t)got, unit);
+		if (!pos) {
+			st->first_in = in;
+			st->first_used = kiln_round_up((size_t)got, unit);
+		}
+		pos += in;
+	}
+}
+
+static void fill_rig(struct rig *r, enum kiln_codec_id id, int level,
+		     bool *ok)
+{
+	*ok = kiln_codec_get(id) && rig_init(r, id, level);
+	if (*ok) {
+		r->p.blksz = 512;
+		r->p.max_pcluster_size = 32 * 4096;
+	}
+}
+
+/*
+ * Every pcluster of a stream respects its budget and decodes to its
+ * input, for units of 512..4096 bytes, 1..32 of them, any data, with
+ * and without a hint.
+ */
+TEST(fill_respects_the_budget_and_decodes_exactly)
+{
+	static const enum kiln_codec_id ids[] = { KILN_CODEC_ZSTD,
+						  KILN_CODEC_DEFLATE };
+	static const uint32_t units[] = { 512, 1024, 4096 };
+	static const uint32_t blks[] = { 1, 3, 32 };
+
+	for (size_t c = 0; c < KILN_ARRAY_SIZE(ids); c++) {
+		struct rig r;
+		bool ok;
+
+		fill_rig(&r, ids[c], kiln_codec_get(ids[c]) ?
+			 kiln_codec_get(ids[c])->default_level : 0, &ok);
+		if (!ok)
+			continue;
+		for (int k = 0; k < FILL_KINDS; k++)
+			for (size_t u = 0; u < KILN_ARRAY_SIZE(units); u++)
+				for (size_t b = 0; b < KILN_ARRAY_SIZE(blks); b++)
+					for (int hint = 0; hint < 2; hint++) {
+						struct fill_stats st;
+						/* keep the hintless runs short */
+						size_t n = hint ? FILL_LEN :
+							   FILL_LEN / 8;
+
+						fill_stream(&r, fill_input(k), n,
+							    units[u], blks[b],
+							    hint, &st);
+						if (st.bad)
+							printf("#   %s data\n",
+							       fill_names[k]);
+						CHECK_EQ(st.bad, 0u);
+					}
+		rig_release(&r);
+	}
+}
+
+/*
+ * With a hint, a fill costs few passes over its input: on average at most
+ * 1.5 for zstd (one streamed pass, sometimes a retry; 2 in any one case),
+ * 2.5 for deflate (whole compressions aimed by the last ratio; 3 in any
+ * one case), never more than 8 in one call. And the first
+ * pcluster stores at least 97% of the input per stored byte that the
+ * longest prefix that fits would (up to 1/128 unused in the last unit,
+ * and a pcluster a unit short of the cap may be taken).
+ */
+TEST(fill_with_a_hint_is_cheap_and_nearly_as_full_as_the_best)
+{
+	static const enum kiln_codec_id ids[] = { KILN_CODEC_ZSTD,
+						  KILN_CODEC_DEFLATE };
+	static const uint32_t caps[][2] = { { 4096, 4 }, { 4096, 16 },
+					    { 4096, 32 }, { 1024, 16 },
+					    { 512, 8 } };
+
+	for (size_t c = 0; c < KILN_ARRAY_SIZE(ids); c++) {
+		const bool zstd = ids[c] == KILN_CODEC_ZSTD;
+		uint64_t calls = 0, passes = 0;
+		struct rig r;
+		bool ok;
+
+		fill_rig(&r, ids[c], kiln_codec_get(ids[c]) ?
+			 kiln_codec_get(ids[c])->default_level : 0, &ok);
+		if (!ok)
+			continue;
+		for (int k = FILL_RUNS; k < FILL_KINDS; k++)
+			for (size_t i = 0; i < KILN_ARRAY_SIZE(caps); i++) {
+				static uint8_t comp[FILL_ROOM];
+				const uint32_t unit = caps[i][0];
+				const size_t cap = (size_t)unit * caps[i][1];
+				const uint8_t *src = fill_input(k);
+				struct fill_stats st;
+				double avg, best_rate, rate;
+				size_t best;
+
+				fill_stream(&r, src, FILL_LEN, unit, caps[i][1],
+					    true, &st);
+				CHECK_EQ(st.bad, 0u);
+				if (st.bad || !st.calls)
+					continue;
+				avg = (double)st.passes / st.calls;
+				best = fill_best(&r, comp, cap, src,
+						 KILN_MIN((size_t)FILL_LEN, 64 * cap));
+				best_rate = (double)best / cap;
+				rate = (double)st.first_in / st.first_used;
+				printf("#   %s %s %u x %u: %u calls, %.2f passes "
+				       "(max %u), first %.3f of the best\n",
+				       r.ops->name, fill_names[k], unit,
+				       caps[i][1], st.calls, avg,
+				       st.max_passes, rate / best_rate);
+				calls += st.calls;
+				passes += st.passes;
+				CHECK(st.calls >= 2);
+				CHECK(avg <= (zstd ? 2.0 : 3.0));
+				CHECK(st.max_passes <= 8);
+				CHECK(rate >= best_rate * 0.97);
+			}
+		printf("#   %s: %.2f passes a call\n", r.ops->name,
+		       calls ? (double)passes / calls : 0.0);
+		CHECK(calls && passes <= calls * (zstd ? 1.5 : 2.5));
 		rig_release(&r);
 	}
 }
@@ -505,6 +779,8 @@ int main(void)
 		TAP_ENTRY(roundtrip_every_codec_and_level),
 		TAP_ENTRY(destsize_fills_without_exceeding),
 		TAP_ENTRY(destsize_takes_all_of_an_input_that_fits),
+		TAP_ENTRY(fill_respects_the_budget_and_decodes_exactly),
+		TAP_ENTRY(fill_with_a_hint_is_cheap_and_nearly_as_full_as_the_best),
 		TAP_ENTRY(compress_reports_enospc_when_output_cannot_fit),
 		TAP_ENTRY(decompress_enforces_exact_length),
 		TAP_ENTRY(decompress_rejects_truncated_and_corrupt_streams),
