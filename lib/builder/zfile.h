@@ -79,8 +79,10 @@ int kiln_src_read_mem(const uint8_t *data, uint64_t start, size_t n,
  * are consecutive). Returns 0 and *@zf (owned by the caller,
  * kiln_zfile_free()), 1 when compression does not save a block (nothing
  * was appended: store the file uncompressed instead), or a negative errno.
- * Output is held in memory until the file proves compressible (1 MiB);
- * with dedupe the whole compressed file is held, to be placed at commit.
+ * Output is held in memory until a pcluster compresses (a file whose
+ * first 8 MiB stay raw is handed back); with dedupe the whole compressed
+ * file is held, to be placed at commit. Incompressible runs inside a file
+ * become raw pclusters.
  *
  * Per-file settings (compress hints: a path pattern giving codec, level
  * and pcluster size) are meant to enter here as an optional spec chosen
