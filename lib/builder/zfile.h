@@ -169,8 +169,9 @@ int kiln_bytepack_finish(struct kiln_bytepack *bp, struct kiln_out *out);
  * stays bounded: _compress_part() compresses bytes [@off, @off + @len) of
  * a @size-byte file (any thread, like kiln_zfile_compress(); @read still
  * gets file offsets). Each part packs on its own, so the bytes depend on
- * the segment boundaries, which must come from the input alone. Returns 1
- * (store the whole file uncompressed) only for the part at offset 0. The
+ * the segment boundaries, which must come from the input alone. Raw runs
+ * become raw pclusters: a part never returns 1 unless it is the whole
+ * file (and of the packed inode, the part at offset 0). The
  * one writer commits the parts in file order, each with
  * kiln_zfile_commit() followed by kiln_zfile_join(): the first part
  * becomes *@whole, later ones are moved into it and freed. After the last

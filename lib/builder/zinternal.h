@@ -106,8 +106,8 @@ _Static_assert(sizeof(void *) != 8 || sizeof(struct kiln_zfile) <= 136,
 /*
  * Input bytes per segment of a big compressed file (pipeline.c): a multiple
  * of every extent size (at most 1 MiB) and a constant, so any -j cuts files
- * at the same places. A file is stored uncompressed only when its first
- * segment stays raw and samples of the rest do too (zseg.c).
+ * at the same places. Only a file of one segment that stays all raw is
+ * stored uncompressed (zseg.c).
  */
 #define KILN_ZSEG_SIZE	(8ull << 20)
 
@@ -122,9 +122,8 @@ enum kiln_zseg_flags {
 	 */
 	KILN_ZSEG_STREAM = 1u << 3,
 	/*
-	 * The first part of a file that compresses further on (or may: a
-	 * stream's rest is not readable yet): never handed back raw, its
-	 * raw pclusters stay in the compressed layout.
+	 * The first part of a file of several: never handed back raw, its
+	 * raw pclusters stay in the compressed layout (zseg.c).
 	 */
 	KILN_ZSEG_KEEP = 1u << 4,
 };
@@ -229,13 +228,6 @@ int kiln_zfile_place_fragment(struct kiln_zfile *zf, bool may_split);
  */
 int kiln_ztail_place(struct kiln_zfile *zf, bool may_split, bool *placed);
 
-/*
- * zpack.c: whether any of bytes [@from, @to) of a file compresses, by
- * samples every MiB, each compressed as a pcluster or extent would be.
- * 1 yes, 0 no, or a negative errno. Any thread.
- */
-int kiln_zpack_probe(struct kiln_zctx *zc, kiln_src_read_fn read,
-		     void *read_ctx, uint64_t from, uint64_t to);
 /*
  * zpack.c: compress a file's data into pclusters appended to @out, ending
  * extents (pclusters) at @cuts (file offsets; NULL: none, zfile.h).

@@ -243,7 +243,11 @@ static int add_extent(struct zpack *z, uint64_t lstart, uint32_t llen,
 		.fmt = fmt, .flags = flags,
 	};
 
-	if (fmt)
+	/*
+	 * a fragment after raw pclusters saves the tail's block only, as an
+	 * uncompressed file's inline tail would
+	 */
+	if (fmt && (!(flags & KILN_ZEXT_FRAGMENT) || !lstart))
 		z->any_compressed = true;
 	return kiln_zfile_add(z->zf, &e);
 }
@@ -978,60 +982,4 @@ int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
 		err = zpack_finish(&z);
 	zpack_release(&z);
 	return err;
-}
-
-/* ---- the rest of a file whose first segment stays raw ---- */
-
-/* One sample of the rest every this many bytes. */
-#define PROBE_STRIDE	(1024u * 1024)
-#define PROBE_MIN_INPUT	(64u * 1024)
-
-int kiln_zpack_probe(struct kiln_zctx *zc, kiln_src_read_fn read,
-		     void *read_ctx, uint64_t from, uint64_t to)
-{
-	const bool ext = zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS;
-	const uint32_t bs = kiln_zctx_blksz(zc);
-	const size_t want = ext ? zc->pcluster_size :
-		KILN_MIN((size_t)zc->max_in,
-			 KILN_MAX((size_t)PROBE_MIN_INPUT,
-				  4 * (size_t)zc->pcluster_size));
-	struct zpack z;
-	uint8_t *buf;
-	int found = 0;
-
-	memset(&z, 0, sizeof(z));
-	z.zc = zc;
-	z.tmp = malloc(Z_EROFS_PCLUSTER_MAX_SIZE);
-	buf = malloc(want);
-	if (!z.tmp || !buf) {
-		free(z.tmp);
-		free(buf);
-		return -ENOMEM;
-	}
-	z.ws = kiln_zctx_get_ws(zc);
-	for (uint64_t at = from; at < to && !found; at += PROBE_STRIDE) {
-		size_t len = (size_t)KILN_MIN((uint64_t)want, to - at);
-		size_t in_len = len;
-		ssize_t r;
-		int err;
-
-		/* a tail shorter than a block ends in the packed inode */
-		if (len < bs)
-			break;
-		err = read(read_ctx, buf, len, at);
-		if (err) {
-			found = err;
-			break;
-		}
-		r = ext ? extent_compress(&z, buf, (uint32_t)len) :
-			  classic_compress(&z, buf, &in_len, zc->pcluster_size);
-		if (r < 0 && r != -ENOSPC)
-			found = (int)r;
-		else if (r > 0)
-			found = 1;
-	}
-	kiln_zctx_put_ws(zc, z.ws);
-	free(z.tmp);
-	free(buf);
-	return found;
 }

@@ -32,27 +32,40 @@ int kiln_zfile_compress_part(struct kiln_zctx *zc, kiln_src_read_fn read,
 					   0, cuts, out);
 }
 
-static int pack_part(struct kiln_zctx *zc, kiln_src_read_fn read,
-		     void *read_ctx, uint64_t off, uint64_t len, uint64_t size,
-		     unsigned int seg, const struct kiln_zcuts *cuts,
-		     struct kiln_zfile **out)
+int kiln_zfile_compress_segment(struct kiln_zctx *zc, kiln_src_read_fn read,
+				void *read_ctx, uint64_t off, uint64_t len,
+				uint64_t size, unsigned int seg,
+				const struct kiln_zcuts *cuts,
+				struct kiln_zfile **out)
 {
 	struct part_src src = { .read = read, .ctx = read_ctx, .off = off };
-	struct kiln_zfile *zf = calloc(1, sizeof(*zf));
+	struct kiln_zfile *zf;
 	int err;
 
 	*out = NULL;
+	if (!len || off > size || len > size - off)
+		return -EINVAL;
+	zf = calloc(1, sizeof(*zf));
 	if (!zf)
 		return -ENOMEM;
 	zf->size = len;
 	zf->blkszbits = zc->blkszbits;
 	zf->zc = zc;
 	zf->seg_off = off;
-	zf->seg = (uint8_t)seg;
+	zf->seg = seg;
 	if (off)
 		zf->seg |= KILN_ZSEG_CONT;
 	if (off + len < size)
 		zf->seg |= KILN_ZSEG_MORE;
+	/*
+	 * A first part that is not the last keeps its raw pclusters even
+	 * when none of it compresses: the rest of the file may, and a
+	 * stream's first part cannot read the rest, so a file is judged the
+	 * same from a directory and from a tar stream. Only a file of one
+	 * part is handed back to be stored uncompressed.
+	 */
+	if (!off && (zf->seg & KILN_ZSEG_MORE) && !(seg & KILN_ZSEG_PACKED))
+		zf->seg |= KILN_ZSEG_KEEP;
 	/* held in memory (no image): the writer places it at commit */
 	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS)
 		err = kiln_zpack_extents(zc, NULL, part_read, &src, zf, cuts);
@@ -60,47 +73,6 @@ static int pack_part(struct kiln_zctx *zc, kiln_src_read_fn read,
 		err = kiln_zpack_classic(zc, NULL, part_read, &src, zf, cuts);
 	if (err) {
 		kiln_zfile_free(zf);
-		return err;
-	}
-	*out = zf;
-	return 0;
-}
-
-int kiln_zfile_compress_segment(struct kiln_zctx *zc, kiln_src_read_fn read,
-				void *read_ctx, uint64_t off, uint64_t len,
-				uint64_t size, unsigned int seg,
-				const struct kiln_zcuts *cuts,
-				struct kiln_zfile **out)
-{
-	const bool first_of_more = !off && len < size &&
-				   !(seg & KILN_ZSEG_PACKED);
-	struct kiln_zfile *zf;
-	int err;
-
-	*out = NULL;
-	if (!len || off > size || len > size - off)
-		return -EINVAL;
-	/*
-	 * A stream's first part cannot read the rest of its file: it keeps
-	 * its raw pclusters, so what compresses later is not lost.
-	 */
-	if (first_of_more && (seg & KILN_ZSEG_STREAM))
-		seg |= KILN_ZSEG_KEEP;
-	err = pack_part(zc, read, read_ctx, off, len, size, seg, cuts, &zf);
-	/*
-	 * A first part that stayed raw: the file is stored uncompressed
-	 * only if samples of the rest stay raw too, else the part is packed
-	 * again to be kept, raw pclusters and all.
-	 */
-	if (err == 1 && first_of_more) {
-		err = kiln_zpack_probe(zc, read, read_ctx, len, size);
-		if (err > 0)
-			err = pack_part(zc, read, read_ctx, off, len, size,
-					seg | KILN_ZSEG_KEEP, cuts, &zf);
-		else if (!err)
-			err = 1;
-	}
-	if (err) {
 		/*
 		 * the packed inode is written plain by its own writer; a
 		 * stream's first part cannot read the rest of its file

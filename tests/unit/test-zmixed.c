@@ -4,7 +4,7 @@
  * files mixing incompressible and compressible runs get raw pclusters for
  * the first and compressed ones for the second, in any order, in both
  * layouts; a file is handed back to be stored uncompressed only when all
- * of it stays raw.
+ * of it stays raw (and it is one segment).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -220,14 +220,14 @@ static void every_codec_and_layout(const struct run *runs, size_t nr)
 /* longer than a segment: more than the first 8 MiB may stay raw */
 TEST(a_long_random_head_stays_raw_and_the_text_after_it_compresses)
 {
-	const struct run runs[] = { { true, 9 * MIB + 5000 }, { false, MIB } };
+	const struct run runs[] = { { true, 9 * MIB + 5000 }, { false, 256 * KIB } };
 
 	every_codec_and_layout(runs, KILN_ARRAY_SIZE(runs));
 }
 
 TEST(text_then_random_compresses_the_text_and_stores_the_rest_raw)
 {
-	const struct run runs[] = { { false, MIB + 777 }, { true, 2 * MIB } };
+	const struct run runs[] = { { false, 256 * KIB + 777 }, { true, MIB } };
 
 	every_codec_and_layout(runs, KILN_ARRAY_SIZE(runs));
 }
@@ -238,7 +238,7 @@ TEST(alternating_stripes_each_get_their_own_kind_of_pcluster)
 
 	for (size_t i = 0; i < KILN_ARRAY_SIZE(runs); i++) {
 		runs[i].random = !(i % 2);
-		runs[i].len = 256 * KIB + (i == 3 ? 123 : 0);
+		runs[i].len = 128 * KIB + (i == 3 ? 123 : 0);
 	}
 	every_codec_and_layout(runs, KILN_ARRAY_SIZE(runs));
 }
@@ -265,9 +265,10 @@ TEST(an_all_random_file_is_handed_back)
 }
 
 /*
- * A file in parts whose first part is all random: handed back only when
- * the rest is random too; a stream's first part, which cannot see the
- * rest, keeps its raw pclusters.
+ * The first of several parts keeps its raw pclusters even when all of it
+ * is random: the rest of the file may compress, and a stream's first
+ * part cannot see the rest. The packed inode's first part is still
+ * handed back.
  */
 static void first_part_raw(enum kiln_compress_layout lay, uint32_t pcluster,
 			   bool rest_random, unsigned int seg, int want)
@@ -286,6 +287,7 @@ static void first_part_raw(enum kiln_compress_layout lay, uint32_t pcluster,
 					     len, seg, NULL, &zf), want);
 	if (!want && zf) {
 		check_held(zf, src);
+		CHECK(zf->nr_ext > 0);
 		for (size_t i = 0; i < zf->nr_ext; i++)
 			CHECK_EQ(zf->ext[i].fmt, 0);
 	}
@@ -294,13 +296,15 @@ static void first_part_raw(enum kiln_compress_layout lay, uint32_t pcluster,
 	free(src);
 }
 
-TEST(a_raw_first_part_is_handed_back_only_when_the_rest_is_raw_too)
+TEST(a_raw_first_part_of_several_keeps_its_raw_pclusters)
 {
 	for (size_t l = 0; l < KILN_ARRAY_SIZE(layouts); l++) {
-		first_part_raw(layouts[l].lay, layouts[l].pcluster, true, 0, 1);
+		first_part_raw(layouts[l].lay, layouts[l].pcluster, true, 0, 0);
 		first_part_raw(layouts[l].lay, layouts[l].pcluster, false, 0, 0);
 		first_part_raw(layouts[l].lay, layouts[l].pcluster, true,
 			       KILN_ZSEG_STREAM, 0);
+		first_part_raw(layouts[l].lay, layouts[l].pcluster, true,
+			       KILN_ZSEG_PACKED, 1);
 	}
 }
 
@@ -343,5 +347,5 @@ TAP_MAIN(TAP_ENTRY(a_long_random_head_stays_raw_and_the_text_after_it_compresses
 	 TAP_ENTRY(text_then_random_compresses_the_text_and_stores_the_rest_raw),
 	 TAP_ENTRY(alternating_stripes_each_get_their_own_kind_of_pcluster),
 	 TAP_ENTRY(an_all_random_file_is_handed_back),
-	 TAP_ENTRY(a_raw_first_part_is_handed_back_only_when_the_rest_is_raw_too),
+	 TAP_ENTRY(a_raw_first_part_of_several_keeps_its_raw_pclusters),
 	 TAP_ENTRY(mixed_files_pack_alike_every_time))
