@@ -319,6 +319,46 @@ static int commit_dedupe(struct kiln_zfile *zf, struct kiln_out *out)
 	return 0;
 }
 
+/*
+ * The first part of a file of several that stayed all raw: its pclusters
+ * are the file's first bytes in order, from relative offset 0.
+ */
+static bool raw_first_part(const struct kiln_zfile *zf)
+{
+	const uint32_t bs = 1u << zf->blkszbits;
+
+	if (zf->seg_off || !(zf->seg & KILN_ZSEG_KEEP) || !zf->nr_ext ||
+	    zf->size % bs || zf->held_len < zf->size)
+		return false;
+	for (size_t i = 0; i < zf->nr_ext; i++) {
+		const struct kiln_zext *e = &zf->ext[i];
+
+		if (e->fmt || e->flags || e->pstart != e->lstart)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Such a part once placed, when its blocks are its own and in order: a
+ * copy of them for files stored uncompressed to share (dedupe), as if
+ * the part had been written uncompressed.
+ */
+static int add_raw_first_part(struct kiln_zfile *zf, uint64_t hash)
+{
+	const uint64_t at = zf->ext[0].pstart;
+
+	if (at % (1u << zf->blkszbits))
+		return 0;
+	for (size_t i = 0; i < zf->nr_ext; i++) {
+		const struct kiln_zext *e = &zf->ext[i];
+
+		if ((e->flags & KILN_ZEXT_SHARED) || e->pstart != at + e->lstart)
+			return 0;
+	}
+	return kiln_zdedupe_add_flat(zf->zc->dd, zf->size, hash, at);
+}
+
 int kiln_zfile_commit(struct kiln_zfile *zf, struct kiln_out *out)
 {
 	const uint32_t bs = 1u << zf->blkszbits;
@@ -329,8 +369,15 @@ int kiln_zfile_commit(struct kiln_zfile *zf, struct kiln_out *out)
 	err = kiln_zfile_place_fragment(zf, true);
 	if (err || !zf->held)
 		return err;
-	if (zf->zc->dd)
-		return commit_dedupe(zf, out);
+	if (zf->zc->dd) {
+		bool raw = raw_first_part(zf);
+		uint64_t h = raw ? XXH3_64bits(zf->held, (size_t)zf->size) : 0;
+
+		err = commit_dedupe(zf, out);
+		if (!err && raw)
+			err = add_raw_first_part(zf, h);
+		return err;
+	}
 	err = kiln_out_append(out, zf->held, zf->held_len, &blk);
 	if (err)
 		return err;

@@ -79,8 +79,10 @@ int kiln_src_read_mem(const uint8_t *data, uint64_t start, size_t n,
  * are consecutive). Returns 0 and *@zf (owned by the caller,
  * kiln_zfile_free()), 1 when compression does not save a block (nothing
  * was appended: store the file uncompressed instead), or a negative errno.
- * Output is held in memory until the file proves compressible (1 MiB);
- * with dedupe the whole compressed file is held, to be placed at commit.
+ * Output is held in memory until a pcluster compresses (a file whose
+ * first 8 MiB stay raw is handed back); with dedupe the whole compressed
+ * file is held, to be placed at commit. Incompressible runs inside a file
+ * become raw pclusters.
  *
  * Per-file settings (compress hints: a path pattern giving codec, level
  * and pcluster size) are meant to enter here as an optional spec chosen
@@ -167,8 +169,9 @@ int kiln_bytepack_finish(struct kiln_bytepack *bp, struct kiln_out *out);
  * stays bounded: _compress_part() compresses bytes [@off, @off + @len) of
  * a @size-byte file (any thread, like kiln_zfile_compress(); @read still
  * gets file offsets). Each part packs on its own, so the bytes depend on
- * the segment boundaries, which must come from the input alone. Returns 1
- * (store the whole file uncompressed) only for the part at offset 0. The
+ * the segment boundaries, which must come from the input alone. Raw runs
+ * become raw pclusters: a part never returns 1 unless it is the whole
+ * file (and of the packed inode, the part at offset 0). The
  * one writer commits the parts in file order, each with
  * kiln_zfile_commit() followed by kiln_zfile_join(): the first part
  * becomes *@whole, later ones are moved into it and freed. After the last

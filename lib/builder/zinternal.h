@@ -106,8 +106,8 @@ _Static_assert(sizeof(void *) != 8 || sizeof(struct kiln_zfile) <= 136,
 /*
  * Input bytes per segment of a big compressed file (pipeline.c): a multiple
  * of every extent size (at most 1 MiB) and a constant, so any -j cuts files
- * at the same places. Whether a file is worth compressing is judged within
- * its first segment only, whatever the source (zpack.c).
+ * at the same places. Only a file of one segment that stays all raw is
+ * stored uncompressed (zseg.c).
  */
 #define KILN_ZSEG_SIZE	(8ull << 20)
 
@@ -121,6 +121,11 @@ enum kiln_zseg_flags {
 	 * taken (the writer stores the file from the stream).
 	 */
 	KILN_ZSEG_STREAM = 1u << 3,
+	/*
+	 * The first part of a file of several: never handed back raw, its
+	 * raw pclusters stay in the compressed layout (zseg.c).
+	 */
+	KILN_ZSEG_KEEP = 1u << 4,
 };
 
 /* One line of a compress hints file (hints.c). */

@@ -16,11 +16,27 @@
 #include "util/checked.h"
 
 /*
- * Output is held back until this much is buffered: a file whose first
- * pclusters all come out raw is then given back to the caller (stored
- * uncompressed) without having spent image space.
+ * Output is held back until a pcluster compresses: a file whose pclusters
+ * all come out raw is then given back to the caller (stored uncompressed)
+ * without having spent image space. Written straight to the image, a file
+ * is given back once this much is held raw (memory stays bounded); held
+ * output goes to the image in steps of ZSINK_FLUSH.
  */
-#define ZSINK_HOLD	(1024u * 1024)
+#define ZSINK_HOLD_MAX	KILN_ZSEG_SIZE
+#define ZSINK_FLUSH	(1024u * 1024)
+/*
+ * Over a run of raw pclusters, compression is tried at growing distances:
+ * after a failed try the next unit (a pcluster, or an extent) goes raw
+ * untried, after the next failure two, then four ... up to
+ * RAW_SKIP_MAX(unit) bytes. A try that succeeds ends the run: a bisection
+ * over the bytes skipped finds the block where the data begins to
+ * compress. Incompressible data then costs about one try per
+ * RAW_SKIP_MAX bytes, and a compressible region after it loses at most a
+ * block. Classic: at most max_in, so skipped bytes and the try fit in the
+ * input window.
+ */
+#define RAW_SKIP_MAX(unit)	KILN_MAX(1024u * 1024, 8 * (unit))
+#define RAW_SKIP_MAX_EXT(L)	KILN_MAX(1024u * 1024, 4 * (L))
 /*
  * Classic ztailpacking: the remainder is tried inline when it is at most
  * this many blocks; a fixed-output pcluster that takes all the rest is
@@ -148,7 +164,7 @@ static int zsink_flush(struct zsink *s, bool final)
 static int zsink_maybe_flush(struct zsink *s)
 {
 	/* no image yet (kiln_zfile_compress()): keep everything */
-	if (!s->out || !s->decided || s->len < ZSINK_HOLD)
+	if (!s->out || !s->decided || s->len < ZSINK_FLUSH)
 		return 0;
 	return zsink_flush(s, false);
 }
@@ -167,6 +183,7 @@ struct zpack {
 	size_t tmp_cap;
 	/* fixed-output search state of this stream (the classic layout) */
 	struct kiln_destsize_hint hint;
+	uint64_t raw_skip;	/* bytes the next raw run skips; 0: one unit */
 	bool any_compressed;
 };
 
@@ -189,8 +206,11 @@ static int zpack_init(struct zpack *z, struct kiln_zctx *zc,
 	if (err)
 		return err;
 	z->ws = kiln_zctx_get_ws(zc);
-	/* a later segment of a file that already proved compressible */
-	z->sink.decided = (zf->seg & KILN_ZSEG_CONT) != 0;
+	/*
+	 * a later segment of a file that already proved compressible, or a
+	 * first one whose file compresses further on
+	 */
+	z->sink.decided = (zf->seg & (KILN_ZSEG_CONT | KILN_ZSEG_KEEP)) != 0;
 	return 0;
 }
 
@@ -225,38 +245,38 @@ static int add_extent(struct zpack *z, uint64_t lstart, uint32_t llen,
 		.fmt = fmt, .flags = flags,
 	};
 
-	if (fmt)
+	/*
+	 * a fragment after raw pclusters saves the tail's block only, as an
+	 * uncompressed file's inline tail would
+	 */
+	if (fmt && (!(flags & KILN_ZEXT_FRAGMENT) || !lstart))
 		z->any_compressed = true;
 	return kiln_zfile_add(z->zf, &e);
 }
 
-static int rest_compresses(struct zpack *z, uint64_t pos);
 static uint64_t to_next_cut(struct zpack *z, uint64_t pos);
 
 /*
- * Whether to keep going compressed. Before the output is committed, a file
- * whose pclusters so far are all raw is handed back (returns 1), unless
- * samples of the rest from @pos on show that it compresses.
+ * Whether to keep going compressed: once ZSINK_FLUSH bytes are held and a
+ * pcluster has compressed, the file stays compressed (a smaller one is
+ * judged whole by zpack_finish()). Written straight to the image, a file
+ * whose first ZSINK_HOLD_MAX bytes all stay raw is handed back (returns 1).
  */
-static int zpack_check_hold(struct zpack *z, uint64_t pos)
+static int zpack_check_hold(struct zpack *z)
 {
-	int r;
-
-	if (z->sink.decided || z->sink.len < ZSINK_HOLD)
+	if (z->sink.decided)
 		return 0;
-	if (!z->any_compressed) {
-		r = rest_compresses(z, pos);
-		if (r <= 0)
-			return r < 0 ? r : 1;
+	if (z->any_compressed) {
+		z->sink.decided = z->sink.len >= ZSINK_FLUSH;
+		return 0;
 	}
-	z->sink.decided = true;
-	return 0;
+	return z->sink.out && z->sink.len >= ZSINK_HOLD_MAX;
 }
 
 /* After each pcluster: decide whether to stay compressed, then flush. */
-static int zpack_after_put(struct zpack *z, uint64_t pos)
+static int zpack_after_put(struct zpack *z)
 {
-	int err = zpack_check_hold(z, pos);
+	int err = zpack_check_hold(z);
 
 	return err ? err : zsink_maybe_flush(&z->sink);
 }
@@ -472,6 +492,90 @@ static ssize_t classic_compress(struct zpack *z, const uint8_t *src,
 	return r;
 }
 
+/*
+ * Whether a pcluster starting @at bytes into @src would compress; @src
+ * holds @avail bytes. 1 yes, 0 no, or a negative errno.
+ */
+static int classic_try(struct zpack *z, const uint8_t *src, uint64_t at,
+		       uint64_t avail)
+{
+	size_t in_len = (size_t)KILN_MIN(avail - at, (uint64_t)z->zc->max_in);
+	ssize_t r;
+
+	r = classic_compress(z, src + at, &in_len, z->zc->pcluster_size);
+	if (r < 0 && r != -ENOSPC)
+		return (int)r;
+	return r > 0;
+}
+
+/*
+ * A raw run from *@pos (the pcluster before it came out raw): store the
+ * next z->raw_skip bytes raw untried, then try again, doubling the skip
+ * each time (RAW_SKIP_MAX above). When a try compresses, bisect the bytes
+ * skipped for the first block that does, store the blocks before it raw
+ * and return with *@pos there. Stops short of @lim, where the file's tail
+ * takes the usual path. 0, 1 (handed back, zpack_after_put()) or -errno.
+ */
+static int classic_skip(struct zpack *z, uint64_t *pos, uint64_t lim)
+{
+	struct kiln_zctx *zc = z->zc;
+	const uint32_t bs = z->sink.bs;
+	const uint64_t size = z->zf->size;
+	const uint64_t max = KILN_MIN((uint64_t)RAW_SKIP_MAX(zc->pcluster_size),
+				      (uint64_t)zc->max_in);
+
+	for (;;) {
+		uint64_t p0 = *pos, jump, want, lo, hi, raw;
+		const uint8_t *src;
+		int ok, err;
+
+		if (!z->raw_skip)
+			z->raw_skip = zc->pcluster_size;
+		if (p0 >= lim)
+			return 0;
+		jump = KILN_MIN(z->raw_skip, lim - p0) / bs * bs;
+		if (!jump)
+			return 0;
+		want = KILN_MIN(jump + zc->max_in, size - p0);
+		err = zin_get(&z->in, p0, (size_t)want, &src);
+		if (err)
+			return err;
+		z->raw_skip = KILN_MIN(2 * z->raw_skip, max);
+		ok = classic_try(z, src, jump, want);
+		if (ok < 0)
+			return ok;
+		if (!ok) {
+			/* the try's input goes raw too, as the loop would */
+			raw = classic_raw_len(zc, p0 + jump, size, want - jump);
+			err = classic_put(z, p0, src, jump + raw, -ENOSPC);
+			*pos = p0 + jump + raw;
+			if (!err)
+				err = zpack_after_put(z);
+			if (err)
+				return err;
+			continue;
+		}
+		/* compresses from hi, not (assumed) from lo */
+		lo = 0;
+		hi = jump;
+		while (hi - lo > bs) {
+			uint64_t mid = lo + (hi - lo) / bs / 2 * bs;
+
+			ok = classic_try(z, src, mid, want);
+			if (ok < 0)
+				return ok;
+			if (ok)
+				hi = mid;
+			else
+				lo = mid;
+		}
+		z->raw_skip = 0;
+		err = classic_put(z, p0, src, hi, -ENOSPC);
+		*pos = p0 + hi;
+		return err ? err : zpack_after_put(z);
+	}
+}
+
 int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 		       kiln_src_read_fn read, void *read_ctx,
 		       struct kiln_zfile *zf, const struct kiln_zcuts *cuts)
@@ -485,6 +589,10 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 	const bool tailpack = (zc->flags & KILN_COMPRESS_ZTAILPACKING) &&
 			      !(zf->seg & KILN_ZSEG_MORE) && !frags;
 	const bool any_cut = kiln_zctx_48bit(zc);
+	/* the tail (inline, fragment, last pclusters) is never skipped */
+	const uint64_t tail_len = 2 * (uint64_t)zc->pcluster_size +
+				  ZTAIL_TRY_BLKS * bs;
+	const uint64_t skip_lim = zf->size > tail_len ? zf->size - tail_len : 0;
 	struct zpack z;
 	uint64_t pos = 0;
 	int err;
@@ -546,7 +654,7 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 				err = classic_put(&z, pos, src, in_len, r);
 				pos += in_len;
 				if (!err)
-					err = zpack_after_put(&z, pos);
+					err = zpack_after_put(&z);
 				continue;
 			}
 		}
@@ -604,11 +712,16 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 						 r == -ENOSPC ? avail : in_len);
 			if (at_cut)
 				in_len = KILN_MIN(in_len, avail);
+		} else {
+			z.raw_skip = 0;
 		}
 		err = classic_put(&z, pos, src, in_len, r);
 		pos += in_len;
 		if (!err)
-			err = zpack_after_put(&z, pos);
+			err = zpack_after_put(&z);
+		/* shared chunks are packed alike from every cut: no skipping */
+		if (!err && r <= 0 && !(z.cuts && z.cuts->nr))
+			err = classic_skip(&z, &pos, skip_lim);
 	}
 	if (!err)
 		err = zpack_finish(&z);
@@ -716,11 +829,101 @@ static uint64_t to_next_cut(struct zpack *z, uint64_t pos)
 	return z->next_cut < c->nr ? c->at[z->next_cut] - at : UINT64_MAX;
 }
 
+/* Whether the extent starting @at bytes into @src (@avail bytes) would compress. */
+static int extent_try(struct zpack *z, const uint8_t *src, uint64_t at,
+		      uint64_t avail)
+{
+	uint32_t llen = (uint32_t)KILN_MIN(avail - at,
+					   (uint64_t)z->zc->pcluster_size);
+	ssize_t r = extent_compress(z, src + at, llen);
+
+	if (r < 0 && r != -ENOSPC)
+		return (int)r;
+	return r > 0;
+}
+
+/* Bytes [@lstart, @lstart + @len) of @src raw, in extents of at most L. */
+static int extent_put_raw(struct zpack *z, uint64_t lstart,
+			  const uint8_t *src, uint64_t len)
+{
+	const uint32_t L = z->zc->pcluster_size;
+	int err = 0;
+
+	for (uint64_t done = 0; !err && done < len; done += L) {
+		uint32_t n = (uint32_t)KILN_MIN((uint64_t)L, len - done);
+
+		err = extent_put(z, lstart + done, src + done, n, -ENOSPC);
+	}
+	return err ? err : zpack_after_put(z);
+}
+
+/*
+ * classic_skip() for the extents layout: a raw run from *@pos skips
+ * z->raw_skip bytes (whole extents) untried, doubling up to
+ * RAW_SKIP_MAX_EXT(L); a try that compresses is bisected back to the
+ * first block that does. Stops short of @lim.
+ */
+static int extent_skip(struct zpack *z, uint64_t *pos, uint64_t lim)
+{
+	const uint32_t L = z->zc->pcluster_size;
+	const uint32_t bs = z->sink.bs;
+	const uint64_t size = z->zf->size;
+
+	for (;;) {
+		uint64_t p0 = *pos, jump, want, lo, hi;
+		const uint8_t *src;
+		int ok, err;
+
+		if (!z->raw_skip)
+			z->raw_skip = L;
+		if (p0 >= lim)
+			return 0;
+		jump = KILN_MIN(z->raw_skip, lim - p0) / L * L;
+		if (!jump)
+			return 0;
+		want = KILN_MIN(jump + L, size - p0);
+		err = zin_get(&z->in, p0, (size_t)want, &src);
+		if (err)
+			return err;
+		z->raw_skip = KILN_MIN(2 * z->raw_skip,
+				       (uint64_t)RAW_SKIP_MAX_EXT(L));
+		ok = extent_try(z, src, jump, want);
+		if (ok < 0)
+			return ok;
+		if (!ok) {
+			err = extent_put_raw(z, p0, src, want);
+			*pos = p0 + want;
+			if (err)
+				return err;
+			continue;
+		}
+		lo = 0;
+		hi = jump;
+		while (hi - lo > bs) {
+			uint64_t mid = lo + (hi - lo) / bs / 2 * bs;
+
+			ok = extent_try(z, src, mid, want);
+			if (ok < 0)
+				return ok;
+			if (ok)
+				hi = mid;
+			else
+				lo = mid;
+		}
+		z->raw_skip = 0;
+		*pos = p0 + hi;
+		return extent_put_raw(z, p0, src, hi);
+	}
+}
+
 int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
 		       kiln_src_read_fn read, void *read_ctx,
 		       struct kiln_zfile *zf, const struct kiln_zcuts *cuts)
 {
 	const uint32_t L = zc->pcluster_size;
+	/* the last extents (a fragment, a short one) are never skipped */
+	const uint64_t skip_lim = zf->size > 2 * (uint64_t)L ?
+				  zf->size - 2 * (uint64_t)L : 0;
 	struct zpack z;
 	uint64_t pos = 0;
 	int err;
@@ -730,7 +933,9 @@ int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
 	while ((1u << zf->lclusterbits) < L)
 		zf->lclusterbits++;
 	zf->alg = zc->ops->erofs_alg;
-	err = zpack_init(&z, zc, out, read, read_ctx, zf, L);
+	/* room for a raw run's skipped bytes and the try after them */
+	err = zpack_init(&z, zc, out, read, read_ctx, zf,
+			 L + RAW_SKIP_MAX_EXT(L));
 	z.cuts = cuts;
 	/*
 	 * A file that shares chunks stays in extents even when none of it
@@ -754,6 +959,7 @@ int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
 			/* a hole: no pcluster, reads as zeros */
 			err = add_extent(&z, pos, llen, rel, 0, 0, KILN_ZEXT_HOLE);
 			z.any_compressed = true;
+			z.raw_skip = 0;
 			pos += llen;
 			continue;
 		}
@@ -770,69 +976,15 @@ int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
 		err = extent_put(&z, pos, src, llen, r);
 		pos += llen;
 		if (!err)
-			err = zpack_after_put(&z, pos);
+			err = zpack_after_put(&z);
+		if (r > 0)
+			z.raw_skip = 0;
+		/* shared chunks are packed alike from every cut: no skipping */
+		else if (!err && !(z.cuts && z.cuts->nr))
+			err = extent_skip(&z, &pos, skip_lim);
 	}
 	if (!err)
 		err = zpack_finish(&z);
 	zpack_release(&z);
 	return err;
-}
-
-/* ---- the rest of a file that starts incompressible ---- */
-
-/* Samples of the rest a file must not all fail before it is stored raw. */
-#define PROBE_SAMPLES	4u
-#define PROBE_MIN_INPUT	(64u * 1024)
-
-/*
- * Whether some of bytes [@pos, end) compress, end the end of the file's
- * first segment: a few samples, evenly spread, each compressed as a
- * pcluster or extent starting there would be. Depends on the data only,
- * the same for a segmented file and one streamed whole (tar), and never
- * reads further ahead than a stream can replay. 1 yes, 0 no, or a
- * negative errno.
- */
-static int rest_compresses(struct zpack *z, uint64_t pos)
-{
-	struct kiln_zctx *zc = z->zc;
-	const uint64_t size = KILN_MIN(z->zf->size, KILN_ZSEG_SIZE);
-	const uint64_t rest = pos < size ? size - pos : 0;
-	const bool ext = zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS;
-	const uint32_t unit = ext ? zc->pcluster_size : kiln_zctx_blksz(zc);
-	size_t want = ext ? zc->pcluster_size :
-		KILN_MIN((size_t)zc->max_in,
-			 KILN_MAX((size_t)PROBE_MIN_INPUT,
-				  4 * (size_t)zc->pcluster_size));
-	uint8_t *buf;
-	int found = 0;
-
-	if (pos >= size)
-		return 0;
-	buf = malloc(want);
-	if (!buf)
-		return -ENOMEM;
-	for (unsigned int i = 0; i < PROBE_SAMPLES && !found; i++) {
-		uint64_t at = pos + rest * i / PROBE_SAMPLES;
-		size_t len, in_len;
-		ssize_t r;
-		int err;
-
-		at -= at % unit;
-		at = KILN_MAX(at, pos);
-		len = (size_t)KILN_MIN((uint64_t)want, size - at);
-		err = z->in.read(z->in.ctx, buf, len, at);
-		if (err) {
-			found = err;
-			break;
-		}
-		in_len = len;
-		r = ext ? extent_compress(z, buf, (uint32_t)len) :
-			  classic_compress(z, buf, &in_len, zc->pcluster_size);
-		if (r < 0 && r != -ENOSPC)
-			found = (int)r;
-		else if (r > 0)
-			found = 1;
-	}
-	free(buf);
-	return found;
 }

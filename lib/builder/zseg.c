@@ -57,6 +57,15 @@ int kiln_zfile_compress_segment(struct kiln_zctx *zc, kiln_src_read_fn read,
 		zf->seg |= KILN_ZSEG_CONT;
 	if (off + len < size)
 		zf->seg |= KILN_ZSEG_MORE;
+	/*
+	 * A first part that is not the last keeps its raw pclusters even
+	 * when none of it compresses: the rest of the file may, and a
+	 * stream's first part cannot read the rest, so a file is judged the
+	 * same from a directory and from a tar stream. Only a file of one
+	 * part is handed back to be stored uncompressed.
+	 */
+	if (!off && (zf->seg & KILN_ZSEG_MORE) && !(seg & KILN_ZSEG_PACKED))
+		zf->seg |= KILN_ZSEG_KEEP;
 	/* held in memory (no image): the writer places it at commit */
 	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS)
 		err = kiln_zpack_extents(zc, NULL, part_read, &src, zf, cuts);
