@@ -59,12 +59,18 @@ enum kiln_compress_flags {
 /* Order of the small files in the packed inode (kiln_build_opts). */
 enum kiln_packed_order {
 	/*
+	 * Depth first, like the rest of the data: in source trees, whose
+	 * neighbours are alike, the smallest (Linux fs/ and include/ at
+	 * zstd:3: 1.3% smaller than SIMILAR).
+	 */
+	KILN_PACKED_ORDER_PATH = 0,
+	/*
 	 * Similar files side by side, so they compress together: grouped
 	 * by name suffix, then by a fingerprint of their first 4 KiB, then
-	 * in depth-first order (a directory source is read twice).
+	 * in depth-first order (a directory source is read twice). Pays
+	 * where alike files are scattered (/usr/share/doc at zstd:3: 1%).
 	 */
-	KILN_PACKED_ORDER_SIMILAR = 0,
-	KILN_PACKED_ORDER_PATH,		/* depth first, like the inodes */
+	KILN_PACKED_ORDER_SIMILAR,
 };
 
 /* A snapshot of a running build, handed to kiln_build_opts.progress. */

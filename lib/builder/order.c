@@ -3,10 +3,11 @@
  * The order file data goes into the image: depth first, each directory's
  * own entries (in name order) before its subdirectories' contents, so a
  * subtree's data is one run of the image, in about the order tar, cp -r
- * and find read it. Files that go whole into the packed inode (small
- * files, with fragments) then trade places among themselves so that
- * similar ones sit side by side there: grouped by name suffix, then by a
- * fingerprint of their first bytes, then in that depth-first order. The
+ * and find read it. With packed_order SIMILAR, the files that go whole
+ * into the packed inode (small files, with fragments) then trade places
+ * among themselves so that similar ones sit side by side there: grouped
+ * by name suffix, then by a fingerprint of their first bytes, then in
+ * that depth-first order. The
  * inodes keep b->nodes' breadth-first order.
  */
 #include <errno.h>

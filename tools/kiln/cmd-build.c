@@ -516,8 +516,8 @@ static const struct build_option {
 			"default 32M): bigger, a slightly smaller image and "
 			"more memory" }, set_packed_segment },
 	{ { "packed-order", OPT_PACKED_ORDER, "KIND", "order of the small "
-			"files in the packed inode: similar (by suffix and "
-			"content, the default) or path" }, set_packed_order },
+			"files in the packed inode: path (depth first, the "
+			"default) or similar (by suffix and content)" }, set_packed_order },
 	{ { "packed-pcluster-size", OPT_PACKED_PCLUSTER, "BYTES", "largest "
 			"pcluster of the packed inode (classic layout; default "
 			"262144 or the pcluster size if bigger)" },
