@@ -170,8 +170,9 @@ struct kiln_build_opts {
 	/*
 	 * Classic layout with fragments: largest pcluster of the packed
 	 * inode (compressed bytes, a multiple of the block size up to
-	 * 1 MiB; 0 = 256 KiB or pcluster_size if more). Bigger: a smaller
-	 * image, and more to decode for each cold read of a small file.
+	 * 1 MiB; 0 = 256 KiB; never less than pcluster_size). Bigger: a
+	 * smaller image, and more to decode for each cold read of a small
+	 * file.
 	 */
 	uint32_t packed_pcluster_size;
 };
