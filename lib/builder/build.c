@@ -63,6 +63,12 @@ static int build_setup(struct kiln_build *b, const char *source,
 			 (unsigned long long)b->opts.packed_segment_size);
 		return -EINVAL;
 	}
+	if (b->opts.packed_order != KILN_PACKED_ORDER_SIMILAR &&
+	    b->opts.packed_order != KILN_PACKED_ORDER_PATH) {
+		kiln_log(&b->lg, KILN_LOG_ERROR, "packed order %d unknown",
+			 (int)b->opts.packed_order);
+		return -EINVAL;
+	}
 	b->shared_xattr_min = b->opts.shared_xattr_min ? b->opts.shared_xattr_min
 						       : 2;
 	b->newest_mtime = INT64_MIN;

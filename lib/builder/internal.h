@@ -156,10 +156,32 @@ struct kiln_build {
 int kiln_scan_tree(struct kiln_build *b);
 /*
  * order.c: b->order, the nodes in the order their data is written (depth
- * first, a directory's files before its subdirectories); the data pass
- * walks it. 0 or -ENOMEM.
+ * first, a directory's files before its subdirectories; with fragments,
+ * the files that go whole into the packed inode in their similarity order,
+ * opts.packed_order); the data pass walks it. 0 or -ENOMEM.
  */
 int kiln_data_order(struct kiln_build *b);
+/* A file in the similarity order: what it sorts by. */
+struct kiln_order_key {
+	const char *suffix;		/* name after its last '.', or all */
+	size_t suffix_len;
+	uint64_t fp;			/* kiln_order_fingerprint() of its head */
+	size_t pos;			/* depth-first position: unique */
+	struct kiln_node *node;
+};
+/*
+ * The suffix @name is grouped by: the bytes after its last '.' not at its
+ * start ("c" for "main.c"), else the whole name ("Makefile", ".gitignore").
+ */
+void kiln_order_suffix(const char *name, size_t len, const char **suffix,
+		       size_t *suffix_len);
+/*
+ * A MinHash of @buf's byte 8-grams (XXH3-64): files that share much of
+ * their content share it more often than not. Pure function of the bytes.
+ */
+uint64_t kiln_order_fingerprint(const void *buf, size_t len);
+/* Sort @keys by (suffix, fp, pos): a total order. */
+void kiln_order_sort(struct kiln_order_key *keys, size_t nr);
 /* Path of @n for messages: "<source>/<rel>", in a caller buffer. */
 const char *kiln_node_path(const struct kiln_build *b,
 			   const struct kiln_node *n, char *buf, size_t len);

@@ -197,7 +197,8 @@ static int packer_new(struct kiln_build *b, struct kiln_packer **out)
 	if (!pk)
 		return -ENOMEM;
 	pk->b = b;
-	pk->zc = b->zctx;
+	/* its own context when the packed inode has bigger pclusters */
+	pk->zc = b->zctx->packed ? b->zctx->packed : b->zctx;
 	pk->seg_size = kiln_packed_segment_size(b);
 	conf.ctx = pk;
 	conf.pool = kiln_build_pool(b);

@@ -29,6 +29,8 @@
  */
 #define CLASSIC_MIN_INPUT	(1u * 1024 * 1024)
 #define CLASSIC_INPUT_FACTOR	64u
+/* The packed inode's pclusters by default (packed_ctx_new()). */
+#define PACKED_PCLUSTER_DEFAULT	(256u * 1024)
 
 /* Fields appended to kiln_build_opts after its first release. */
 #define OPT_HAS(o, field)						\
@@ -111,6 +113,39 @@ static int check_target(const struct kiln_zctx *zc, unsigned int target)
 		 zc->ops->name, zc->pcluster_size, k->version, k->name,
 		 target / 100, target % 100);
 	return -EINVAL;
+}
+
+/*
+ * Classic layout: the packed inode's pclusters may be bigger than the
+ * files'. The fragments make one stream, so a bigger window pays most
+ * there: on the Linux 6.1 sources, 256 KiB packed pclusters made the
+ * image 1.7% smaller than 128 KiB ones (the files' own) at zstd:3 and
+ * 8.6% smaller than 16 KiB ones at lz4hc:9; 1 MiB ones 3.0% at zstd:3.
+ * But a cold read of a small file decodes its whole pcluster (up to 64
+ * times its size, about 4 times in text): with 1 MiB, 2000 random small
+ * file reads through the kernel took twice as long as with 256 KiB,
+ * longer than from mksquashfs's image, so the default stays at 256 KiB.
+ */
+static int packed_ctx_new(struct kiln_zctx *zc,
+			  const struct kiln_build_opts *opts,
+			  const struct kiln_compress_spec *spec)
+{
+	uint32_t size = OPT_HAS(opts, packed_pcluster_size) ?
+			opts->packed_pcluster_size : 0;
+
+	if (!zc->frag || zc->layout != KILN_COMPRESS_LAYOUT_CLASSIC)
+		return 0;
+	if (!size)
+		size = KILN_MAX(zc->pcluster_size, PACKED_PCLUSTER_DEFAULT);
+	if (size % kiln_zctx_blksz(zc) || size > Z_EROFS_PCLUSTER_MAX_SIZE) {
+		kiln_log(&zc->lg, KILN_LOG_ERROR,
+			 "packed pcluster size %u: must be a multiple of the block size (%u) up to 1 MiB",
+			 size, kiln_zctx_blksz(zc));
+		return -EINVAL;
+	}
+	if (size <= zc->pcluster_size)
+		return 0;
+	return kiln_zctx_new_child(zc, opts, spec, size, &zc->packed);
 }
 
 int kiln_zctx_new(const struct kiln_build_opts *opts, unsigned int blkszbits,
@@ -230,6 +265,11 @@ int kiln_zctx_new(const struct kiln_build_opts *opts, unsigned int blkszbits,
 			return err;
 		}
 	}
+	err = packed_ctx_new(zc, opts, &spec);
+	if (err) {
+		kiln_zctx_free(zc);
+		return err;
+	}
 	*out = zc;
 	return 0;
 }
@@ -239,6 +279,7 @@ void kiln_zctx_free(struct kiln_zctx *zc)
 	if (!zc)
 		return;
 	kiln_zctx_free_hints(zc);
+	kiln_zctx_free(zc->packed);
 	kiln_wspool_free(zc->pool);
 	/* a hint's context borrows its root's dedupe table and fragments */
 	if (zc->root == zc) {
@@ -386,6 +427,9 @@ static void cfg_params(const struct kiln_zctx *zc, unsigned int alg,
 			p->max_pcluster_size = KILN_MAX(p->max_pcluster_size,
 						h->params.max_pcluster_size);
 	}
+	if (zc->packed && zc->packed->ops->erofs_alg == alg)
+		p->max_pcluster_size = KILN_MAX(p->max_pcluster_size,
+					zc->packed->params.max_pcluster_size);
 	if (!p->max_pcluster_size)
 		p->max_pcluster_size = zc->params.max_pcluster_size;
 }

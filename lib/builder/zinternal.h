@@ -156,6 +156,11 @@ struct kiln_zctx {
 	 * root and records what it uses here.
 	 */
 	struct kiln_zctx *root;		/* self, or the context with the hints */
+	/*
+	 * The packed inode's own context (the root's codec and level, its
+	 * bigger pclusters: packed_pcluster_size), or NULL: the root's.
+	 */
+	struct kiln_zctx *packed;
 	struct kiln_zhint *hints;
 	size_t nr_hints;
 

@@ -47,6 +47,8 @@ enum {
 	OPT_COMPRESS_HINTS,
 	OPT_MEMORY_LIMIT,
 	OPT_PACKED_SEGMENT,
+	OPT_PACKED_ORDER,
+	OPT_PACKED_PCLUSTER,
 	OPT_TAR,
 	OPT_VERIFY,
 	OPT_FILE_CONTEXTS,
@@ -328,6 +330,18 @@ static int set_packed_segment(struct build_cli *c, const char *arg)
 	return 0;
 }
 
+static int set_packed_order(struct build_cli *c, const char *arg)
+{
+	if (!strcmp(arg, "similar"))
+		c->opts.packed_order = KILN_PACKED_ORDER_SIMILAR;
+	else if (!strcmp(arg, "path"))
+		c->opts.packed_order = KILN_PACKED_ORDER_PATH;
+	else
+		return cli_usage_error(&build_spec, "--packed-order: '%s' is "
+				       "not similar or path", arg);
+	return 0;
+}
+
 static int set_quiet(struct build_cli *c, const char *arg)
 {
 	(void)arg;
@@ -474,6 +488,16 @@ static int set_raw_margin(struct build_cli *c, const char *arg)
 	return 0;
 }
 
+static int set_packed_pcluster(struct build_cli *c, const char *arg)
+{
+	uint64_t v;
+
+	if (parse_u64("--packed-pcluster-size", arg, 1, 1024 * 1024, &v))
+		return 2;
+	c->opts.packed_pcluster_size = (uint32_t)v;
+	return 0;
+}
+
 /* One row per option: its spelling and help, and what it sets. */
 static const struct build_option {
 	struct cli_option opt;
@@ -561,6 +585,13 @@ static const struct build_option {
 			"packed inode in segments of BYTES (suffix M or G; "
 			"default 32M): bigger, a slightly smaller image and "
 			"more memory" }, set_packed_segment },
+	{ { "packed-order", OPT_PACKED_ORDER, "KIND", "order of the small "
+			"files in the packed inode: path (depth first, the "
+			"default) or similar (by suffix and content)" }, set_packed_order },
+	{ { "packed-pcluster-size", OPT_PACKED_PCLUSTER, "BYTES", "largest "
+			"pcluster of the packed inode (classic layout; default "
+			"262144 or the pcluster size if bigger)" },
+	  set_packed_pcluster },
 	{ { "raw-margin", OPT_RAW_MARGIN, "BYTES", "store a pcluster raw "
 			"unless compressing saves this much (default one "
 			"block)" }, set_raw_margin },
