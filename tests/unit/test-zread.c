@@ -121,7 +121,7 @@ static void check_image(const char *mkfs_opts, enum kiln_cache_mode cache,
 	char cmd[512];
 
 	snprintf(cmd, sizeof(cmd),
-		 "mkfs.erofs --quiet %s img.erofs src >/dev/null 2>&1",
+		 "mkfs.erofs --quiet %s img.erofs src >/dev/null",
 		 mkfs_opts);
 	if (!fixture_sh(&fx, cmd)) {
 		tap_skip("mkfs.erofs %s failed", mkfs_opts);
