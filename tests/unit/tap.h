@@ -50,6 +50,9 @@ static inline bool tap_require_all(void)
 }
 
 static inline void tap_skip(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+static inline void tap_skip(const char *fmt, ...)
 {
 	va_list ap;
 

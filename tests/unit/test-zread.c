@@ -120,9 +120,14 @@ static void check_image(const char *mkfs_opts, enum kiln_cache_mode cache,
 	struct kiln_image *img = NULL;
 	char cmd[512];
 
+	/*
+	 * Without meson's MALLOC_PERTURB_: mkfs.erofs 1.9.4 reads memory it
+	 * never set when it packs fragments, and crashes or hangs on the
+	 * poisoned bytes.
+	 */
 	snprintf(cmd, sizeof(cmd),
-		 "mkfs.erofs --quiet %s img.erofs src >/dev/null",
-		 mkfs_opts);
+		 "env -u MALLOC_PERTURB_ mkfs.erofs --quiet %s img.erofs src "
+		 ">/dev/null", mkfs_opts);
 	if (!fixture_sh(&fx, cmd)) {
 		tap_skip("mkfs.erofs %s failed", mkfs_opts);
 		return;
