@@ -162,5 +162,18 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers",
         "sanitize: also run in the ASan/UBSan pass (make check-asan runs "
-        "pytest -m sanitize); a module opts in with "
+        "pytest -m 'sanitize and not nosanitize'); a module joins with "
         "pytestmark = pytest.mark.sanitize")
+    config.addinivalue_line(
+        "markers",
+        "nosanitize: never run against a sanitized kiln (KILN_SANITIZED=1 "
+        "deselects it)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not helpers.SANITIZED:
+        return
+    out = [i for i in items if i.get_closest_marker("nosanitize")]
+    if out:
+        config.hook.pytest_deselected(items=out)
+        items[:] = [i for i in items if not i.get_closest_marker("nosanitize")]

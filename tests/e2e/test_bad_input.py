@@ -13,6 +13,8 @@ import pytest
 
 from helpers import stray_files, tree_compare
 
+pytestmark = pytest.mark.sanitize
+
 OLD = b"previous image, must survive\n" * 100
 
 

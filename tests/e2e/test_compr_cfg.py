@@ -13,6 +13,8 @@ import pytest
 import helpers
 import mkcorrupt
 
+pytestmark = pytest.mark.sanitize
+
 SB_OFF = 1024
 
 # algorithm id, kiln options, [(payload offset, bad bytes, reason regex)]

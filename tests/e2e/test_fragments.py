@@ -10,8 +10,10 @@ import subprocess
 
 import pytest
 
-from helpers import dmesg_tail, have, tree_compare
+from helpers import dmesg_tail, have, matrix, tree_compare
 from test_compress import CODECS, kernel_errors, text, ztree  # noqa: F401
+
+pytestmark = pytest.mark.sanitize
 
 VARIANTS = {
     "frag": ["--fragments"],
@@ -48,8 +50,7 @@ def reads_back(kiln, img, src, kernel_mount, scratch):
     mount_compare(img, src, kernel_mount)
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("codec,variant", matrix(CODECS, sorted(VARIANTS)))
 def test_fragmented_tree_survives_a_kernel_mount(kiln, ztree, tmp_path,
                                                  kernel_mount, codec,
                                                  variant):
@@ -156,6 +157,7 @@ def test_erofs_utils_fsck_extracts_fragmented_lz4_images(kiln, ztree,
 DOC = "/usr/share/doc"
 
 
+@pytest.mark.nosanitize     # a corpus: the plain pass builds it
 @pytest.mark.skipif(not os.path.isdir(DOC), reason=f"no {DOC}")
 @pytest.mark.parametrize("codec", ["lz4hc", "zstd"])
 def test_fragments_shrink_usr_share_doc(kiln, tmp_path, kernel_mount, codec,

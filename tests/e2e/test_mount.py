@@ -22,6 +22,8 @@ import pytest
 from helpers import (SLOW, assert_same, check_sanitizer, diff_snapshots,
                      have, kernel_mount, snapshot, tree_compare)
 
+pytestmark = pytest.mark.sanitize
+
 KiB = 1024
 MiB = 1024 * KiB
 
@@ -518,6 +520,7 @@ def _drop_cache(path):
         os.close(fd)
 
 
+@pytest.mark.nosanitize     # big_tree: the plain pass reads it
 @pytest.mark.parametrize("kind", ("kiln", "kiln-lz4hc", "mkfs", "mkfs-lz4hc"))
 def test_four_threads_reading_random_ranges_get_the_right_bytes(
         kiln, big_tree, big_images, kind):
@@ -572,6 +575,7 @@ def _bdi_readahead_kb(mnt):
         return int(f.read())
 
 
+@pytest.mark.nosanitize     # big_tree: the plain pass reads it
 @pytest.mark.parametrize("opts", ((), ("-o", "nosplice"),
                                   ("-o", "readahead=4096"),
                                   ("-o", "readahead=0")),
@@ -639,6 +643,7 @@ def test_many_opens_of_many_files_read_right(kiln, rich_tree, images):
         assert m.alive()
 
 
+@pytest.mark.nosanitize     # big_tree: the plain pass reads it
 def test_seek_data_and_hole_agree_with_the_bytes(kiln, big_tree, big_images):
     img = big_images.get("kiln") or big_images.get("mkfs")
     with kiln_mount(kiln, img) as m:

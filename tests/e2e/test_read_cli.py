@@ -15,6 +15,7 @@ import pytest
 
 from helpers import info_field, snapshot, tree_compare
 
+pytestmark = pytest.mark.sanitize
 
 def entries(tree_root, rel):
     d = os.path.join(tree_root, rel)

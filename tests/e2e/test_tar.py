@@ -16,6 +16,8 @@ import pytest
 from helpers import (assert_same, diff_snapshots, have, snapshot,
                      stray_files, tree_compare)
 
+pytestmark = pytest.mark.sanitize
+
 GNU_TAR = ("tar", "--numeric-owner")
 XATTR_FLAGS = ("--xattrs", "--xattrs-include=*")
 
