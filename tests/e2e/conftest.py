@@ -117,3 +117,63 @@ def pytest_report_header(config):
     return [f"kiln: {kiln_path()}"
             + (" (sanitized)" if helpers.SANITIZED else ""),
             "kernel mounts: " + (why or "available")]
+
+
+# -- KILN_REQUIRE_ALL=1: a skip is a failure ---------------------------------
+
+REQUIRE_ALL = os.environ.get("KILN_REQUIRE_ALL") == "1"
+
+
+def _skip_reason(rep):
+    lr = rep.longrepr
+    if isinstance(lr, tuple) and len(lr) == 3:
+        return lr[2]
+    return str(lr)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under KILN_REQUIRE_ALL=1 (CI) every skipped test fails, with the
+    reason it would have skipped: CI has root, loop devices, /dev/fuse and
+    erofs-utils 1.9, so nothing may go untested. Deselected tests (-m, -k)
+    are not affected."""
+    outcome = yield
+    rep = outcome.get_result()
+    if REQUIRE_ALL and rep.skipped and not hasattr(rep, "wasxfail"):
+        rep.outcome = "failed"
+        rep.longrepr = (f"skipped under KILN_REQUIRE_ALL=1: "
+                        f"{_skip_reason(rep)}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """What still counts as skipped (a module that skips while collected)
+    fails the run under KILN_REQUIRE_ALL=1."""
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = tr.stats.get("skipped", []) if tr else []
+    if REQUIRE_ALL and skipped and exitstatus == 0:
+        tr.write_line(f"KILN_REQUIRE_ALL=1: {len(skipped)} skipped, "
+                      f"failing the run", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# -- the sanitizer pass --------------------------------------------------------
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "sanitize: also run in the ASan/UBSan pass (make check-asan runs "
+        "pytest -m 'sanitize and not nosanitize'); a module joins with "
+        "pytestmark = pytest.mark.sanitize")
+    config.addinivalue_line(
+        "markers",
+        "nosanitize: never run against a sanitized kiln (KILN_SANITIZED=1 "
+        "deselects it)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not helpers.SANITIZED:
+        return
+    out = [i for i in items if i.get_closest_marker("nosanitize")]
+    if out:
+        config.hook.pytest_deselected(items=out)
+        items[:] = [i for i in items if not i.get_closest_marker("nosanitize")]

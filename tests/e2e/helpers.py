@@ -446,3 +446,15 @@ def stray_files(directory, keep=()):
 
 def have(tool):
     return shutil.which(tool) is not None
+
+
+def matrix(firsts, seconds):
+    """pytest.param for every (first, second) pair, first varying fastest
+    as two stacked parametrize would give. The sanitizer pass keeps every
+    second once, with the firsts in turn: the others are nosanitize."""
+    out = []
+    for j, b in enumerate(seconds):
+        for i, a in enumerate(firsts):
+            marks = () if i == j % len(firsts) else pytest.mark.nosanitize
+            out.append(pytest.param(a, b, marks=marks))
+    return out

@@ -11,7 +11,9 @@ import tempfile
 
 import pytest
 
-from helpers import kernel_mount_unavailable, stray_files, tree_compare
+from helpers import stray_files, tree_compare
+
+pytestmark = pytest.mark.sanitize
 
 OLD = b"previous image, must survive\n" * 100
 
@@ -249,6 +251,17 @@ def test_unreadable_directory_fails_and_names_it(kiln, tmp_path):
     unreadable(kiln, tmp_path, bad)
 
 
-def test_kernel_mount_helper_reports_why_it_skips():
-    why = kernel_mount_unavailable()
-    assert why is None or why.startswith("needs root and loop devices")
+@pytest.mark.parametrize("head", [b"", b"\0" * 8192, OLD],
+                         ids=["empty", "zeros", "text"])
+def test_a_file_that_is_no_image_is_refused_and_named(kiln, tmp_path, head):
+    """Every reader refuses a file without an EROFS superblock, names it
+    and the reason, and extract writes nothing."""
+    bogus = tmp_path / "not-an-image.erofs"
+    bogus.write_bytes(head)
+    out = tmp_path / "out"
+    for cmd in (("fsck", bogus), ("info", bogus), ("ls", bogus, "/"),
+                ("cat", bogus, "/f"), ("extract", bogus, out)):
+        r = kiln.fails(*cmd)
+        assert f"{bogus}:" in r.err, r.describe()
+        assert len(r.err.splitlines()) <= 4, r.describe()
+    assert not out.exists() or os.listdir(out) == []

@@ -10,7 +10,9 @@ import subprocess
 
 import pytest
 
-from helpers import dmesg_tail, have, tree_compare
+from helpers import dmesg_tail, have, matrix, tree_compare
+
+pytestmark = pytest.mark.sanitize
 
 CODECS = ["lz4", "lz4hc", "lzma", "deflate", "zstd"]
 
@@ -82,8 +84,7 @@ def kernel_errors():
                                  "invalid" in l)]
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("codec,variant", matrix(CODECS, sorted(VARIANTS)))
 def test_compressed_tree_survives_a_kernel_mount(kiln, ztree, tmp_path,
                                                  kernel_mount, codec,
                                                  variant):

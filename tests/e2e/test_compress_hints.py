@@ -12,6 +12,8 @@ import pytest
 from helpers import dmesg_tail, tree_compare
 from test_compress import kernel_errors, text
 
+pytestmark = pytest.mark.sanitize
+
 ZSTD, LZ4 = 3, 0
 WHOLE_FRAGMENT = "fragment"  # all in the packed inode: no codec of its own
 COMPRESSED = (1, 3)          # COMPRESSED_FULL, COMPRESSED_COMPACT

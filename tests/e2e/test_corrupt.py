@@ -14,6 +14,8 @@ from helpers import have
 
 import mkcorrupt
 
+pytestmark = pytest.mark.sanitize
+
 SEED = int(os.environ.get("KILN_CORRUPT_SEED", "20261130"))
 RANDOM_FLIPS = int(os.environ.get("KILN_CORRUPT_RANDOM", "16"))
 # may-pass variants per image in the (slow) reader walk; all must-fail ones

@@ -14,6 +14,8 @@ from helpers import tree_compare
 from test_compress import text
 from test_fragments import mount_compare
 
+pytestmark = pytest.mark.sanitize
+
 # Every codec in the layouts that store it, with and without fragments.
 CONFIGS = {
     "zstd": ["-z", "zstd", "--layout", "extents"],

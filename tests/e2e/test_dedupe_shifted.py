@@ -14,6 +14,8 @@ import pytest
 from test_compress import text
 from test_fragments import reads_back
 
+pytestmark = pytest.mark.sanitize
+
 MIB = 1024 * 1024
 
 CONFIGS = {

@@ -17,6 +17,8 @@ from helpers import have
 from test_compress import text
 from test_fragments import mount_compare, reads_back
 
+pytestmark = pytest.mark.sanitize
+
 TAIL = 60 * 1024            # the end the files of a family share
 
 

@@ -51,8 +51,9 @@ def _skip_reason():
     return None
 
 
-pytestmark = pytest.mark.skipif(_skip_reason() is not None,
-                                reason=_skip_reason() or "")
+pytestmark = [pytest.mark.sanitize,
+              pytest.mark.skipif(_skip_reason() is not None,
+                                 reason=_skip_reason() or "")]
 
 
 def mkfs(src, img, opts):

@@ -14,6 +14,8 @@ from helpers import tree_compare
 from test_compress import text
 from test_fragments import mount_compare
 
+pytestmark = pytest.mark.sanitize
+
 CONFIGS = {
     "zstd": ["-z", "zstd"],
     "zstd-128k": ["-z", "zstd:3", "-C", "131072"],

@@ -17,6 +17,8 @@ import pytest
 
 from helpers import stray_files, tree_compare
 
+pytestmark = pytest.mark.sanitize
+
 SHIM_C = r"""
 #define _GNU_SOURCE
 #include <dlfcn.h>

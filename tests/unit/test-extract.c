@@ -54,10 +54,8 @@ static bool exists(struct fixture *fx, const char *rel)
 
 #define NEED_MKFS()							\
 	do {								\
-		if (!have_mkfs_erofs()) {				\
-			printf("# mkfs.erofs not found: skipped\n");	\
-			return;						\
-		}							\
+		if (!have_mkfs_erofs())					\
+			SKIP("mkfs.erofs not found");			\
 	} while (0)
 
 TEST(extract_matches_source_tree)

@@ -101,10 +101,8 @@ static bool set_nlink(struct fixture *fx, const char *image, const char *path,
 
 #define NEED_MKFS()							\
 	do {								\
-		if (!have_mkfs_erofs()) {				\
-			printf("# mkfs.erofs not found: skipped\n");	\
-			return;						\
-		}							\
+		if (!have_mkfs_erofs())					\
+			SKIP("mkfs.erofs not found");			\
 	} while (0)
 
 static const char tree[] =

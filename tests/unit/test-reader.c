@@ -500,10 +500,8 @@ static bool make_image(const char *file, const char *opts)
 
 #define NEED_MKFS()							\
 	do {								\
-		if (!have_mkfs) {					\
-			printf("# SKIP mkfs.erofs not available\n");	\
-			return;						\
-		}							\
+		if (!have_mkfs)						\
+			SKIP("mkfs.erofs not available");		\
 	} while (0)
 
 TEST(plain_image_matches_source_tree)
@@ -1099,10 +1097,8 @@ int main(void)
 	int ret;
 
 	mkfs = find_mkfs();
-	if (!mkfs) {
-		printf("1..0 # SKIP mkfs.erofs not installed\n");
-		return 0;
-	}
+	if (!mkfs)
+		return tap_skip_all("mkfs.erofs not installed");
 	setup();
 	ret = tap_run(tests, KILN_ARRAY_SIZE(tests));
 	cleanup();

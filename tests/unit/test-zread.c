@@ -120,11 +120,16 @@ static void check_image(const char *mkfs_opts, enum kiln_cache_mode cache,
 	struct kiln_image *img = NULL;
 	char cmd[512];
 
+	/*
+	 * Without meson's MALLOC_PERTURB_: mkfs.erofs 1.9.4 reads memory it
+	 * never set when it packs fragments, and crashes or hangs on the
+	 * poisoned bytes.
+	 */
 	snprintf(cmd, sizeof(cmd),
-		 "mkfs.erofs --quiet %s img.erofs src >/dev/null 2>&1",
-		 mkfs_opts);
+		 "env -u MALLOC_PERTURB_ mkfs.erofs --quiet %s img.erofs src "
+		 ">/dev/null", mkfs_opts);
 	if (!fixture_sh(&fx, cmd)) {
-		printf("#   mkfs.erofs %s failed; skipped\n", mkfs_opts);
+		tap_skip("mkfs.erofs %s failed", mkfs_opts);
 		return;
 	}
 	CHECK_EQ(kiln_image_open(&img, fixture_path(&fx, "img.erofs"), &o), 0);
@@ -177,10 +182,8 @@ static const char *const variants[] = {
 #define VARIANT_TEST(name, idx)						\
 	TEST(name)							\
 	{								\
-		if (!have_tree) {					\
-			printf("# skipped: no mkfs.erofs\n");		\
-			return;						\
-		}							\
+		if (!have_tree)						\
+			SKIP("no mkfs.erofs");				\
 		check_image(variants[idx], KILN_CACHE_DEFAULT, 0);	\
 		check_image(variants[idx], KILN_CACHE_NONE, 0);		\
 		check_image(variants[idx], KILN_CACHE_NONE,		\
