@@ -11,7 +11,8 @@
 #   mkfs.erofs        its defaults (-z only)
 #   mkfs.erofs-best   -C131072 -Eztailpacking,fragments,dedupe (its smallest
 #                     classic image: the same kernels as kiln's default)
-#   mkfs.erofs-5.15   -C131072 -Eztailpacking (lz4hc: fragments need 6.1)
+#   mkfs.erofs-5.15   -C131072 (lz4hc: big pclusters, 5.13; ztailpacking
+#                     needs 5.17 and fragments 6.1)
 #   mksquashfs        -processors 2, its defaults otherwise (128 KiB blocks)
 #   tar|zstd          tar -cf - . | zstd -LEVEL -T2 (solid, not mountable;
 #                     zstd settings only)
@@ -69,7 +70,7 @@ cmd_of() {
 	kiln-extents) [ "$set" = zstd3 ] && echo "$KILN build -q -j2 -z $kz --layout extents $src $IMG" ;;
 	mkfs.erofs) echo "mkfs.erofs --quiet -z$mz --workers=2 $IMG $src" ;;
 	mkfs.erofs-best) echo "mkfs.erofs --quiet -z$mz -C131072 -Eztailpacking,fragments,dedupe --workers=2 $IMG $src" ;;
-	mkfs.erofs-5.15) [ "$set" = lz4hc ] && echo "mkfs.erofs --quiet -z$mz -C131072 -Eztailpacking --workers=2 $IMG $src" ;;
+	mkfs.erofs-5.15) [ "$set" = lz4hc ] && echo "mkfs.erofs --quiet -z$mz -C131072 --workers=2 $IMG $src" ;;
 	mksquashfs) echo "mksquashfs $src $IMG $(squash_comp "$set") -processors 2 -noappend -quiet" ;;
 	"tar|zstd") case $set in zstd*) echo "tar -C $src -cf - . | zstd -q -${set#zstd} -T2 -o $IMG -f" ;; esac ;;
 	esac
