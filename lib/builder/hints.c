@@ -67,6 +67,7 @@ int kiln_zctx_new_child(struct kiln_zctx *root,
 	o.compress_hints = NULL;
 	/* dedupe table and fragment buffer are the root's */
 	o.compress_flags &= ~(unsigned int)(KILN_COMPRESS_DEDUPE |
+					    KILN_COMPRESS_DEDUPE_SHIFTED |
 					    KILN_COMPRESS_FRAGMENTS);
 	err = kiln_zctx_new(&o, root->blkszbits, &root->lg, out);
 	if (err)
