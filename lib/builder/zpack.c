@@ -255,6 +255,7 @@ static int add_extent(struct zpack *z, uint64_t lstart, uint32_t llen,
 }
 
 static uint64_t to_next_cut(struct zpack *z, uint64_t pos);
+static bool starts_at_cut(const struct zpack *z, uint64_t pos);
 
 /*
  * Whether to keep going compressed: once ZSINK_FLUSH bytes are held and a
@@ -629,6 +630,13 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 
 		if (at_cut)
 			avail = (size_t)cut;
+		/*
+		 * A pcluster that starts at a cut is aimed afresh, so every
+		 * copy of the chunk fills the same pclusters whatever came
+		 * before it.
+		 */
+		if (starts_at_cut(&z, pos))
+			z.hint.last_in = z.hint.last_out = 0;
 		in_len = avail;
 		err = zin_get(&z.in, pos, avail, &src);
 		if (err)
@@ -827,6 +835,15 @@ static uint64_t to_next_cut(struct zpack *z, uint64_t pos)
 	while (z->next_cut < c->nr && c->at[z->next_cut] <= at)
 		z->next_cut++;
 	return z->next_cut < c->nr ? c->at[z->next_cut] - at : UINT64_MAX;
+}
+
+/* Whether a cut lies exactly at @pos (the cut last passed by to_next_cut). */
+static bool starts_at_cut(const struct zpack *z, uint64_t pos)
+{
+	const struct kiln_zcuts *c = z->cuts;
+
+	return c && z->next_cut &&
+	       c->at[z->next_cut - 1] == z->zf->seg_off + pos;
 }
 
 /* Whether the extent starting @at bytes into @src (@avail bytes) would compress. */
