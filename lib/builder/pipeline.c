@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "builder/internal.h"
-#include "builder/jobs.h"
+#include "util/jobs.h"
 #include "builder/output.h"
 #include "builder/zfile.h"
 #include "builder/zinternal.h"
