@@ -16,9 +16,9 @@
 
 #include <kiln/fsck.h>
 
-#include "check/dirlist.h"
-#include "check/nidmap.h"
+#include "reader/dirlist.h"
 #include "util/checked.h"
+#include "util/nidmap.h"
 
 #define FSCK_DEFAULT_MAX_DEPTH	4096
 #define FSCK_READ_CHUNK		(1u << 20)

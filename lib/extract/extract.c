@@ -24,8 +24,8 @@
 
 #include <kiln/extract.h>
 
-#include "check/dirlist.h"
-#include "check/nidmap.h"
+#include "reader/dirlist.h"
+#include "util/nidmap.h"
 
 #define EXTRACT_DEFAULT_MAX_DEPTH	4096
 #define EXTRACT_CHUNK			(1u << 20)

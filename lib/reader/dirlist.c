@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dirlist.h"
+#include "reader/dirlist.h"
 
 void kiln_dirlist_init(struct kiln_dirlist *dl)
 {

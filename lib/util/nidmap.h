@@ -3,8 +3,8 @@
  * A hash map from nid to a 64-bit value, for walks that must remember the
  * inodes they met (fsck's link counts, extract's hardlink sources).
  */
-#ifndef KILN_CHECK_NIDMAP_H
-#define KILN_CHECK_NIDMAP_H
+#ifndef KILN_UTIL_NIDMAP_H
+#define KILN_UTIL_NIDMAP_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "nidmap.h"
+#include "util/nidmap.h"
 
 void kiln_nidmap_init(struct kiln_nidmap *m)
 {
