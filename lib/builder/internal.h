@@ -139,7 +139,8 @@ struct kiln_build {
 	struct kiln_threadpool *pool;	/* workers (pipeline.c), NULL: -j1 */
 	struct kiln_zshift *zshift;	/* extent cuts (zshift.c), or NULL */
 	uint8_t *tails;			/* inline tails of all files */
-	uint64_t tails_len, tails_cap;
+	uint64_t tails_len;
+	size_t tails_cap;
 	void *iobuf;			/* data copy buffer */
 	size_t iobuf_size;
 	uint32_t feature_compat, feature_incompat;

@@ -18,6 +18,7 @@
 #include "builder/zfile.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/grow.h"
 #include "util/endian.h"
 
 #define KILN_GAPS_MAX 256		/* free holes remembered for reuse */
@@ -319,14 +320,11 @@ static uint8_t *win_get(struct metawin *w, uint64_t off, size_t len,
 		need = off + len - w->base;
 	}
 	if (need > w->cap) {
-		size_t cap = KILN_MAX(w->cap * 2, (size_t)need);
-		uint8_t *buf = realloc(w->buf, cap);
+		size_t old = w->cap;
 
-		if (!buf)
+		if (KILN_GROW(w->buf, w->cap, (size_t)need))
 			return NULL;
-		memset(buf + w->cap, 0, cap - w->cap);
-		w->buf = buf;
-		w->cap = cap;
+		memset(w->buf + old, 0, w->cap - old);
 	}
 	w->hi = KILN_MAX(w->hi, off + len);
 	return w->buf + (off - w->base);

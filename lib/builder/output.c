@@ -23,6 +23,7 @@
 #include "builder/output.h"
 #include "util/checked.h"
 #include "util/fileio.h"
+#include "util/grow.h"
 
 /* Bytes [start, end) of a device written so far (gaps get zeros). */
 struct out_range {
@@ -424,15 +425,8 @@ static int dev_note(struct kiln_out *out, uint64_t off, uint64_t len)
 		last->end = KILN_MAX(last->end, off + len);
 		return 0;
 	}
-	if (out->nr_ranges == out->cap_ranges) {
-		size_t cap = out->cap_ranges ? 2 * out->cap_ranges : 256;
-		struct out_range *r = realloc(out->ranges, cap * sizeof(*r));
-
-		if (!r)
-			return -ENOMEM;
-		out->ranges = r;
-		out->cap_ranges = cap;
-	}
+	if (KILN_GROW(out->ranges, out->cap_ranges, out->nr_ranges + 1))
+		return -ENOMEM;
 	out->ranges[out->nr_ranges++] = (struct out_range){ off, off + len };
 	return 0;
 }

@@ -19,13 +19,19 @@
 #include "builder/internal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/grow.h"
+#include "util/u64map.h"
 
 #define KILN_SCAN_MAX_DEPTH 1024	/* deeper trees are refused */
 
-/* (dev, ino) -> node, for files with more than one link */
+/*
+ * (dev, ino) -> node, for files with more than one link: one map of inode
+ * numbers per device, as a tree spans few devices.
+ */
 struct link_map {
-	struct kiln_node **slots;
-	size_t cap, used;
+	struct kiln_u64map devs;	/* dev -> index into by_dev */
+	struct kiln_u64map *by_dev;	/* ino -> struct kiln_node * */
+	size_t nr_devs, cap_devs;
 };
 
 struct scan {
@@ -93,70 +99,56 @@ const char *kiln_node_path(const struct kiln_build *b,
 	return buf;
 }
 
-static size_t link_hash(dev_t dev, ino_t ino)
+/* The inode map of @dev; with @add, a new one if there is none (NULL: ENOMEM). */
+static struct kiln_u64map *link_dev(struct link_map *m, dev_t dev, bool add)
 {
-	uint64_t h = (uint64_t)ino * 0x9E3779B97F4A7C15ull ^ (uint64_t)dev;
+	uint64_t *idx = kiln_u64map_get(&m->devs, (uint64_t)dev);
 
-	return (size_t)(h ^ (h >> 29));
+	if (idx)
+		return &m->by_dev[*idx];
+	if (!add || KILN_GROW(m->by_dev, m->cap_devs, m->nr_devs + 1) ||
+	    kiln_u64map_insert(&m->devs, (uint64_t)dev, &idx) < 0)
+		return NULL;
+	*idx = m->nr_devs;
+	kiln_u64map_init(&m->by_dev[m->nr_devs]);
+	return &m->by_dev[m->nr_devs++];
 }
 
 static struct kiln_node *link_find(struct link_map *m, dev_t dev, ino_t ino)
 {
-	if (!m->cap)
-		return NULL;
-	for (size_t i = link_hash(dev, ino) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		struct kiln_node *n = m->slots[i];
+	struct kiln_u64map *inos = link_dev(m, dev, false);
+	uint64_t *val = inos ? kiln_u64map_get(inos, (uint64_t)ino) : NULL;
 
-		if (!n)
-			return NULL;
-		if (n->src_dev == dev && n->src_ino == ino)
-			return n;
-	}
+	return val ? (struct kiln_node *)(uintptr_t)*val : NULL;
 }
 
 static int link_add(struct link_map *m, struct kiln_node *n)
 {
-	if ((m->used + 1) * 2 > m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 64;
-		struct kiln_node **slots = calloc(cap, sizeof(*slots));
+	struct kiln_u64map *inos = link_dev(m, n->src_dev, true);
+	uint64_t *val;
+	int err;
 
-		if (!slots)
-			return -ENOMEM;
-		for (size_t i = 0; i < m->cap; i++) {
-			struct kiln_node *o = m->slots[i];
-			size_t j;
-
-			if (!o)
-				continue;
-			for (j = link_hash(o->src_dev, o->src_ino) & (cap - 1);
-			     slots[j]; j = (j + 1) & (cap - 1))
-				;
-			slots[j] = o;
-		}
-		free(m->slots);
-		m->slots = slots;
-		m->cap = cap;
-	}
-	size_t i = link_hash(n->src_dev, n->src_ino) & (m->cap - 1);
-
-	while (m->slots[i])
-		i = (i + 1) & (m->cap - 1);
-	m->slots[i] = n;
-	m->used++;
+	if (!inos)
+		return -ENOMEM;
+	err = kiln_u64map_insert(inos, (uint64_t)n->src_ino, &val);
+	if (err < 0)
+		return err;
+	*val = (uintptr_t)n;
 	return 0;
+}
+
+static void link_release(struct link_map *m)
+{
+	for (size_t i = 0; i < m->nr_devs; i++)
+		kiln_u64map_release(&m->by_dev[i]);
+	free(m->by_dev);
+	kiln_u64map_release(&m->devs);
 }
 
 int kiln_nodes_push(struct kiln_build *b, struct kiln_node *n)
 {
-	if (b->nr_nodes == b->nodes_cap) {
-		size_t cap = b->nodes_cap ? b->nodes_cap * 2 : 256;
-		struct kiln_node **v = realloc(b->nodes, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		b->nodes = v;
-		b->nodes_cap = cap;
-	}
+	if (KILN_GROW(b->nodes, b->nodes_cap, b->nr_nodes + 1))
+		return -ENOMEM;
 	b->nodes[b->nr_nodes++] = n;
 	return 0;
 }
@@ -172,6 +164,7 @@ uint32_t kiln_inode_encode_rdev(dev_t rdev)
 static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path,
 		       bool follow)
 {
+	size_t cap = n->nr_xattrs;	/* of n->xattrs */
 	ssize_t len;
 	int err;
 
@@ -198,7 +191,7 @@ static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path,
 	     name += strlen(name) + 1) {
 		const char *suffix;
 		unsigned int index = kiln_xattr_prefix(name, &suffix);
-		struct kiln_xattr_item *item, **v;
+		struct kiln_xattr_item *item;
 		ssize_t vlen;
 
 		if (!index) {
@@ -229,11 +222,9 @@ static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path,
 			return err;
 		if (n->nr_xattrs == UINT16_MAX)
 			return scan_fail(s, path, E2BIG, "too many xattrs");
-		v = realloc(n->xattrs, (n->nr_xattrs + 1u) * sizeof(*v));
-		if (!v)
+		if (KILN_GROW(n->xattrs, cap, n->nr_xattrs + 1u))
 			return -ENOMEM;
-		n->xattrs = v;
-		v[n->nr_xattrs++] = item;
+		n->xattrs[n->nr_xattrs++] = item;
 	}
 	kiln_xattr_sort(n->xattrs, &n->nr_xattrs);
 	return 0;
@@ -368,16 +359,9 @@ static int read_names(struct scan *s, struct kiln_node *dir, int fd,
 			if (excluded(&s->b->opts, relname, de->d_name))
 				continue;
 		}
-		if (dir->nr_children == cap) {
-			struct kiln_dentry *v;
-
-			cap = cap ? cap * 2 : 16;
-			v = realloc(dir->children, cap * sizeof(*v));
-			if (!v) {
-				err = -ENOMEM;
-				break;
-			}
-			dir->children = v;
+		if (KILN_GROW(dir->children, cap, dir->nr_children + 1)) {
+			err = -ENOMEM;
+			break;
 		}
 		struct kiln_dentry *c = &dir->children[dir->nr_children];
 
@@ -540,7 +524,7 @@ int kiln_scan_tree(struct kiln_build *b)
 		if (S_ISDIR(b->nodes[i]->mode))
 			err = scan_dir(&s, b->nodes[i]);
 out:
-	free(s.links.slots);
+	link_release(&s.links);
 	free(s.xnames);
 	free(s.xvalue);
 	return err;

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "progress.h"
+#include "util/grow.h"
 
 struct build_cli {
 	struct kiln_build_opts opts;
@@ -146,15 +147,8 @@ static int set_mtime(struct build_cli *c, const char *arg)
 
 static int add_exclude(struct build_cli *c, const char *arg)
 {
-	if (c->nr_excludes == c->excludes_cap) {
-		size_t cap = c->excludes_cap ? c->excludes_cap * 2 : 8;
-		const char **v = realloc(c->excludes, cap * sizeof(*v));
-
-		if (!v)
-			return cli_usage_error(&build_spec, "out of memory");
-		c->excludes = v;
-		c->excludes_cap = cap;
-	}
+	if (KILN_GROW(c->excludes, c->excludes_cap, c->nr_excludes + 1))
+		return cli_usage_error(&build_spec, "out of memory");
 	c->excludes[c->nr_excludes++] = arg;
 	return 0;
 }
