@@ -92,7 +92,7 @@ struct kiln_node {
 	/* symlinks */
 	char *target;
 
-	/* layout, filled by the data pass and nid assignment */
+	/* on-disk form and place, filled by the data pass and place.c */
 	uint8_t datalayout;		/* enum erofs_datalayout */
 	bool extended;
 	uint16_t chunk_format;		/* CHUNK_BASED */
@@ -415,11 +415,11 @@ bool kiln_packed_wanted(const struct kiln_build *b);
 /* Input bytes per segment of the packed inode (packed_segment_size). */
 uint64_t kiln_packed_segment_size(const struct kiln_build *b);
 
-/* layout.c */
-int kiln_layout_assign_nids(struct kiln_build *b);
-int kiln_layout_write_meta(struct kiln_build *b);
+/* place.c: where each inode goes (its nid), then the metadata written */
+int kiln_place_assign_nids(struct kiln_build *b);
+int kiln_place_write_meta(struct kiln_build *b);
 /* Whether the inodes go into a metabox (compressed metadata). */
-bool kiln_layout_metabox(const struct kiln_build *b);
+bool kiln_place_in_metabox(const struct kiln_build *b);
 
 /*
  * metabox.c: the metabox inode's content, @size bytes, given in order by

@@ -219,12 +219,12 @@ static int place_nodes(struct kiln_build *b, struct kiln_node **v, size_t nr,
 	return 0;
 }
 
-bool kiln_layout_metabox(const struct kiln_build *b)
+bool kiln_place_in_metabox(const struct kiln_build *b)
 {
 	return b->zctx && (b->opts.compress_flags & KILN_COMPRESS_METABOX);
 }
 
-int kiln_layout_assign_nids(struct kiln_build *b)
+int kiln_place_assign_nids(struct kiln_build *b)
 {
 	kiln_blk_t data_end = kiln_out_next_blk(b->out);
 	uint64_t base;
@@ -232,11 +232,11 @@ int kiln_layout_assign_nids(struct kiln_build *b)
 
 	for (size_t i = 0; i < b->nr_nodes; i++)
 		b->nodes[i]->ino = (uint32_t)(i + 1);
-	if (kiln_layout_metabox(b)) {
+	if (kiln_place_in_metabox(b)) {
 		/*
 		 * Everything but the packed inode goes into the metabox; the
 		 * packed inode and the metabox inode itself are placed after
-		 * the metabox's data, by kiln_layout_write_meta().
+		 * the metabox's data, by kiln_place_write_meta().
 		 */
 		b->meta_start = 0;
 		err = place_nodes(b, b->nodes, b->nr_nodes, b->packed, 0, 0,
@@ -490,19 +490,19 @@ static int write_metabox(struct kiln_build *b, uint64_t *end)
 	return err;
 }
 
-int kiln_layout_write_meta(struct kiln_build *b)
+int kiln_place_write_meta(struct kiln_build *b)
 {
 	uint64_t end;
 	int err;
 
-	if (kiln_layout_metabox(b))
+	if (kiln_place_in_metabox(b))
 		err = write_metabox(b, &end);
 	else
 		err = write_nodes(b, b->nodes, b->nr_nodes, NULL,
 				  b->meta_start, b->meta_end, NULL);
 	if (err)
 		return err;
-	if (!kiln_layout_metabox(b))
+	if (!kiln_place_in_metabox(b))
 		end = b->meta_end;
 	/* the shared xattr area starts at the next block */
 	end = kiln_round_up(end, b->blksz);
