@@ -59,16 +59,20 @@ struct ls_list {
 	size_t nr, cap;
 };
 
+/* The name of the last id looked up (ls -l shows runs of one owner). */
+struct id_name {
+	uint32_t id;
+	bool valid;
+	char name[64];
+};
+
 struct ls {
 	struct kiln_image *img;
 	const char *image;
 	unsigned int flags;
 	int status;
 	struct kiln_u64map seen;	/* directories listed: -R must not loop */
-	uid_t cached_uid;
-	gid_t cached_gid;
-	char uname[64], gname[64];
-	bool have_uid, have_gid;
+	struct id_name users, groups;	/* the last uid's and gid's names */
 };
 
 static void mode_string(uint32_t mode, char out[11])
@@ -91,48 +95,46 @@ static void mode_string(uint32_t mode, char out[11])
 	out[10] = '\0';
 }
 
+/* @id's name (the number when it has none, or with -n), in @cache or @buf. */
+static const char *id_name(const struct ls *ls, struct id_name *cache,
+			   uint32_t id, bool group, char *buf, size_t cap)
+{
+	const char *name;
+
+	if (ls->flags & LS_NUMERIC) {
+		snprintf(buf, cap, "%u", id);
+		return buf;
+	}
+	if (cache->valid && cache->id == id)
+		return cache->name;
+	if (group) {
+		struct group *gr = getgrgid(id);
+
+		name = gr ? gr->gr_name : NULL;
+	} else {
+		struct passwd *pw = getpwuid(id);
+
+		name = pw ? pw->pw_name : NULL;
+	}
+	cache->id = id;
+	cache->valid = true;
+	if (name)
+		snprintf(cache->name, sizeof(cache->name), "%s", name);
+	else
+		snprintf(cache->name, sizeof(cache->name), "%u", id);
+	return cache->name;
+}
+
 static const char *owner_name(struct ls *ls, uint32_t uid, char *buf,
 			      size_t cap)
 {
-	if (!(ls->flags & LS_NUMERIC)) {
-		if (!ls->have_uid || ls->cached_uid != uid) {
-			struct passwd *pw = getpwuid(uid);
-
-			ls->cached_uid = uid;
-			ls->have_uid = true;
-			if (pw)
-				snprintf(ls->uname, sizeof(ls->uname), "%s",
-					 pw->pw_name);
-			else
-				snprintf(ls->uname, sizeof(ls->uname), "%u",
-					 uid);
-		}
-		return ls->uname;
-	}
-	snprintf(buf, cap, "%u", uid);
-	return buf;
+	return id_name(ls, &ls->users, uid, false, buf, cap);
 }
 
 static const char *group_name(struct ls *ls, uint32_t gid, char *buf,
 			      size_t cap)
 {
-	if (!(ls->flags & LS_NUMERIC)) {
-		if (!ls->have_gid || ls->cached_gid != gid) {
-			struct group *gr = getgrgid(gid);
-
-			ls->cached_gid = gid;
-			ls->have_gid = true;
-			if (gr)
-				snprintf(ls->gname, sizeof(ls->gname), "%s",
-					 gr->gr_name);
-			else
-				snprintf(ls->gname, sizeof(ls->gname), "%u",
-					 gid);
-		}
-		return ls->gname;
-	}
-	snprintf(buf, cap, "%u", gid);
-	return buf;
+	return id_name(ls, &ls->groups, gid, true, buf, cap);
 }
 
 static void size_field(const struct kiln_stat *st, char *buf, size_t cap)
