@@ -19,7 +19,7 @@ struct build_cli {
 	const char **excludes;
 	size_t nr_excludes, excludes_cap;
 	char **owned;			/* lines read by --exclude-from */
-	size_t nr_owned;
+	size_t nr_owned, owned_cap;
 	int verbosity;			/* -1 quiet, 0 normal, 1 verbose */
 	bool mtime_given;
 	const char *tar;		/* --tar FILE ("-": stdin), or NULL */
@@ -167,19 +167,15 @@ static int add_exclude_from(struct build_cli *c, const char *arg)
 		return 1;
 	}
 	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
-		char **v;
-
 		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
 			line[--len] = '\0';
 		if (!len || line[0] == '#')
 			continue;
-		v = realloc(c->owned, (c->nr_owned + 1) * sizeof(*v));
-		if (!v || !(v[c->nr_owned] = strdup(line))) {
-			c->owned = v ? v : c->owned;
+		if (KILN_GROW(c->owned, c->owned_cap, c->nr_owned + 1) ||
+		    !(c->owned[c->nr_owned] = strdup(line))) {
 			rc = cli_usage_error(&build_spec, "out of memory");
 			break;
 		}
-		c->owned = v;
 		rc = add_exclude(c, c->owned[c->nr_owned++]);
 	}
 	free(line);
