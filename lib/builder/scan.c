@@ -37,7 +37,14 @@ struct scan {
 	char *xnames;			/* llistxattr buffer */
 	size_t xnames_cap;
 	char *xvalue;			/* lgetxattr buffer */
+	enum kiln_whiteouts whiteouts;	/* resolved: never AUTO */
 };
+
+/*
+ * The node of a name read_names() took from ".wh.NAME" (an aufs whiteout,
+ * with --whiteouts=overlay) until scan_dir() gives it one of its own.
+ */
+static struct kiln_node whiteout_mark;
 
 /* "<path>: <what>: <strerror(err)>" (or without @what when empty). */
 static int scan_error(struct scan *s, const char *path, int err,
@@ -248,14 +255,9 @@ static int scan_node(struct scan *s, struct kiln_node *n, int dirfd,
 	int err;
 
 	n->mode = st->st_mode;
-	n->uid = st->st_uid;
-	n->gid = st->st_gid;
-	if (o->flags & KILN_BUILD_ALL_ROOT)
-		n->uid = n->gid = 0;
-	if (o->flags & KILN_BUILD_FORCE_UID)
-		n->uid = o->force_uid;
-	if (o->flags & KILN_BUILD_FORCE_GID)
-		n->gid = o->force_gid;
+	err = kiln_owner_set(s->b, n, st->st_uid, st->st_gid, path);
+	if (err)
+		return err;
 	n->mtime = st->st_mtim.tv_sec;
 	n->mtime_nsec = (uint32_t)st->st_mtim.tv_nsec;
 	n->nlink = 1;
@@ -307,6 +309,8 @@ static int scan_node(struct scan *s, struct kiln_node *n, int dirfd,
 		err = scan_xattrs(s, n, path, !n->parent);
 		if (err)
 			return err;
+		if (s->whiteouts == KILN_WHITEOUTS_STRIP)
+			kiln_whiteout_strip_xattrs(n);
 	}
 	/* @path is "<source>/<rel>": the label goes by the path below it */
 	rel = path + KILN_MIN(strlen(s->b->source), strlen(path));
@@ -330,6 +334,35 @@ static bool excluded(const struct kiln_build_opts *o, const char *rel,
 	return false;
 }
 
+/*
+ * A directory holding both NAME and ".wh.NAME" keeps the file: overlayfs
+ * cannot hold a whiteout beside a file of the same name, and the file of
+ * this layer hides the lower ones' anyway. @dir's names are sorted.
+ */
+static void drop_shadowed_whiteouts(struct kiln_node *dir)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < dir->nr_children; i++) {
+		struct kiln_dentry *c = &dir->children[i];
+		struct kiln_dentry *prev = kept ? &dir->children[kept - 1] : NULL;
+
+		if (prev && !kiln_dir_namecmp(prev->name, prev->name_len,
+					      c->name, c->name_len)) {
+			/* equal names: one of them is the whiteout */
+			if (prev->node == &whiteout_mark) {
+				free(prev->name);
+				*prev = *c;
+			} else {
+				free(c->name);
+			}
+			continue;
+		}
+		dir->children[kept++] = *c;
+	}
+	dir->nr_children = kept;
+}
+
 /* Read the names of directory @fd (excluding "." and ".."), sorted. */
 static int read_names(struct scan *s, struct kiln_node *dir, int fd,
 		      const char *path, const char *rel)
@@ -341,6 +374,9 @@ static int read_names(struct scan *s, struct kiln_node *dir, int fd,
 	if (!d)
 		return scan_error(s, path, errno, "cannot read directory");
 	for (;;) {
+		enum kiln_whiteout_kind kind;
+		const char *target;
+		size_t target_len;
 		struct dirent *de;
 		size_t len;
 
@@ -368,6 +404,21 @@ static int read_names(struct scan *s, struct kiln_node *dir, int fd,
 			if (excluded(&s->b->opts, relname, de->d_name))
 				continue;
 		}
+		kind = KILN_WH_NONE;
+		if (s->whiteouts != KILN_WHITEOUTS_KEEP)
+			kind = kiln_whiteout_kind(de->d_name, len, &target,
+						  &target_len);
+		if (kind != KILN_WH_NONE && s->whiteouts == KILN_WHITEOUTS_STRIP)
+			continue;
+		if (kind == KILN_WH_BAD) {
+			err = scan_fail(s, path, EINVAL, "a whiteout names no "
+					"file (.wh. alone, or of . or ..)");
+			break;
+		}
+		if (kind == KILN_WH_OPAQUE)
+			dir->flags |= KILN_NODE_OPAQUE;
+		if (kind == KILN_WH_OPAQUE || kind == KILN_WH_META)
+			continue;
 		if (dir->nr_children == cap) {
 			struct kiln_dentry *v;
 
@@ -381,9 +432,15 @@ static int read_names(struct scan *s, struct kiln_node *dir, int fd,
 		}
 		struct kiln_dentry *c = &dir->children[dir->nr_children];
 
-		c->name = strndup(de->d_name, len);
-		c->name_len = (uint16_t)len;
-		c->node = NULL;
+		if (kind == KILN_WH_FILE) {
+			c->name = strndup(target, target_len);
+			c->name_len = (uint16_t)target_len;
+			c->node = &whiteout_mark;
+		} else {
+			c->name = strndup(de->d_name, len);
+			c->name_len = (uint16_t)len;
+			c->node = NULL;
+		}
 		if (!c->name) {
 			err = -ENOMEM;
 			break;
@@ -393,6 +450,8 @@ static int read_names(struct scan *s, struct kiln_node *dir, int fd,
 	closedir(d);
 	if (!err && dir->nr_children)
 		kiln_dir_sort(dir->children, dir->nr_children);
+	if (!err)
+		drop_shadowed_whiteouts(dir);
 	return err;
 }
 
@@ -402,6 +461,19 @@ static bool is_ancestor_dir(const struct kiln_node *dir, const struct stat *st)
 		if (a->src_dev == st->st_dev && a->src_ino == st->st_ino)
 			return true;
 	return false;
+}
+
+/* ".wh..wh..opq" was in @dir: make it opaque, its xattrs counted again. */
+static int dir_set_opaque(struct scan *s, struct kiln_node *dir)
+{
+	int err;
+
+	for (uint16_t i = 0; i < dir->nr_xattrs; i++)
+		dir->xattrs[i]->refs--;
+	err = kiln_whiteout_set_opaque(s->b, dir);
+	for (uint16_t i = 0; i < dir->nr_xattrs; i++)
+		dir->xattrs[i]->refs++;
+	return err;
 }
 
 /* Scan one directory: its entries become nodes appended to b->nodes. */
@@ -422,10 +494,13 @@ static int scan_dir(struct scan *s, struct kiln_node *dir)
 	if (fd < 0)
 		return scan_error(s, path, errno, "cannot open directory");
 	err = read_names(s, dir, fd, path, rel);
+	if (!err && (dir->flags & KILN_NODE_OPAQUE))
+		err = dir_set_opaque(s, dir);
 	for (size_t i = 0; !err && i < dir->nr_children; i++) {
 		struct kiln_dentry *d = &dir->children[i];
 		struct kiln_node *n;
 		struct stat st;
+		bool whiteout;
 		int len;
 
 		len = snprintf(child, sizeof(child), "%s%s%.*s", path,
@@ -435,9 +510,40 @@ static int scan_dir(struct scan *s, struct kiln_node *dir)
 			err = scan_fail(s, path, ENAMETOOLONG, "path too long");
 			break;
 		}
-		if (fstatat(fd, d->name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		whiteout = d->node == &whiteout_mark;
+		d->node = NULL;
+		if (whiteout) {
+			/* the whiteout's own metadata, on the node it names */
+			len = snprintf(child, sizeof(child), "%s%s.wh.%.*s",
+				       path, path[strlen(path) - 1] == '/' ?
+				       "" : "/", (int)d->name_len, d->name);
+			if (len >= (int)sizeof(child) - 1) {
+				err = scan_fail(s, path, ENAMETOOLONG,
+						"path too long");
+				break;
+			}
+		}
+		if (fstatat(fd, whiteout ? strrchr(child, '/') + 1 : d->name,
+			    &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			err = scan_error(s, child, errno, "cannot stat");
 			break;
+		}
+		if (whiteout) {
+			if (S_ISDIR(st.st_mode)) {
+				err = scan_fail(s, child, EINVAL, "a whiteout "
+						"is a directory");
+				break;
+			}
+			st.st_mode = S_IFCHR | (st.st_mode & 07777);
+			st.st_rdev = 0;
+			st.st_size = 0;
+			st.st_nlink = 1;
+		}
+		if (s->whiteouts == KILN_WHITEOUTS_STRIP &&
+		    kiln_whiteout_is_overlay(st.st_mode, (uint32_t)st.st_rdev)) {
+			free(d->name);
+			d->name = NULL;
+			continue;
 		}
 		if (s->image_exists && st.st_dev == s->image_dev &&
 		    st.st_ino == s->image_ino) {
@@ -487,7 +593,8 @@ static int scan_dir(struct scan *s, struct kiln_node *dir)
 	if (err) {
 		/* names not yet kept are freed here; kept ones by tree_free */
 		for (size_t i = kept; i < dir->nr_children; i++)
-			if (!dir->children[i].node)
+			if (!dir->children[i].node ||
+			    dir->children[i].node == &whiteout_mark)
 				free(dir->children[i].name);
 	}
 	dir->nr_children = kept;
@@ -497,7 +604,7 @@ static int scan_dir(struct scan *s, struct kiln_node *dir)
 
 int kiln_scan_tree(struct kiln_build *b)
 {
-	struct scan s = { .b = b };
+	struct scan s = { .b = b, .whiteouts = kiln_whiteouts_mode(&b->opts) };
 	struct kiln_node *root;
 	struct stat st;
 	int err;
