@@ -1153,10 +1153,12 @@ static int entry_data(struct tar *t, struct kiln_node *n,
 /* ---- entries ---- */
 
 /*
- * A hardlink entry with data, as cpio writes them: the data of every name
- * of the file comes with its last name. The names seen so far (empty
- * regular files) move to a new node that takes this entry's attributes
- * and data; *@target becomes it.
+ * A hardlink entry with data, as cpio writes them: newc gives the data of
+ * a file with its last name (the names before are empty), odc with every
+ * name. As extraction would write the data through the link, the names
+ * seen so far move to a new node that takes this entry's attributes and
+ * data; *@target becomes it. (The data an odc archive repeats is written
+ * again, unless dedupe finds it.)
  */
 static int hardlink_data(struct tar *t, struct archive_entry *e,
 			 struct kiln_node **target)
@@ -1164,10 +1166,7 @@ static int hardlink_data(struct tar *t, struct archive_entry *e,
 	struct kiln_node *old = *target, *n;
 	int err;
 
-	if (!S_ISREG(old->mode) || old->size)
-		return tar_fail(t, EOPNOTSUPP, "hardlink entry carrying data "
-				"for a file that has data already");
-	if (archive_entry_filetype(e) != AE_IFREG)
+	if (!S_ISREG(old->mode) || archive_entry_filetype(e) != AE_IFREG)
 		return tar_fail(t, EOPNOTSUPP, "hardlink entry carrying data "
 				"is not a regular file");
 	err = node_new(t, &n);
@@ -1241,7 +1240,8 @@ static int entry_hardlink(struct tar *t, struct archive_entry *e,
 /*
  * What the whiteout options make of the entry named t->path: *@kind is
  * KILN_WH_NONE for an entry to store as it is (every entry with
- * --whiteouts=keep), KILN_WH_META for one to skip, else the whiteout.
+ * --whiteouts=keep), KILN_WH_META for one to skip (aufs bookkeeping and
+ * what is below it; with strip, every whiteout), else the whiteout.
  */
 static int entry_whiteout(struct tar *t, struct archive_entry *e,
 			  enum kiln_whiteout_kind *kind)
@@ -1253,6 +1253,19 @@ static int entry_whiteout(struct tar *t, struct archive_entry *e,
 	*kind = KILN_WH_NONE;
 	if (t->whiteouts == KILN_WHITEOUTS_KEEP)
 		return 0;
+	/* below an aufs bookkeeping directory (".wh..wh.plnk/..."): skipped */
+	for (const char *p = t->path; p < base;) {
+		const char *end = strchr(p, '/');
+		enum kiln_whiteout_kind k = kiln_whiteout_kind(
+			p, (size_t)(end - p), &target, &target_len);
+
+		if (k == KILN_WH_META ||
+		    (k != KILN_WH_NONE && t->strip_whiteouts)) {
+			*kind = KILN_WH_META;
+			return 0;
+		}
+		p = end + 1;
+	}
 	*kind = kiln_whiteout_kind(base, strlen(base), &target, &target_len);
 	if (t->strip_whiteouts) {
 		/* an overlayfs whiteout in the archive goes too */
