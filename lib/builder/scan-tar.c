@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * Reads a tar stream (or another archive libarchive reads: cpio, zip, 7z,
- * iso9660 ...; the list is in tar_open()) in one pass into the in-memory tree, writing each regular file's
- * data to the image in stream order: members up to TAR_ITEM_MAX are read
- * into memory and compressed by the build's workers while the stream is
- * read on, bigger ones to compress are read a segment at a time and their
+ * iso9660 ...; the list is in tar_open()) in one pass into the in-memory
+ * tree, writing each regular file's data to the image in stream order:
+ * members up to TAR_ITEM_MAX are read into memory and compressed by the
+ * build's workers while the stream is read on, bigger ones to compress are read a segment at a time and their
  * segments compressed by the workers as a directory build's are, and
  * bigger ones to store as they are stream by. Entries follow extraction
  * semantics: later ones replace earlier ones, missing parents are implied.
@@ -1314,7 +1314,8 @@ static int tar_entry(struct tar *t, struct archive_entry *e)
 		return 0;
 	}
 	if (whiteout == KILN_WH_FILE) {
-		name += 4;	/* ".wh.NAME" deletes NAME */
+		/* ".wh.NAME" deletes NAME: t->path names NAME from now on */
+		memmove(t->path + (name - t->path), name + 4, len - 4 + 1);
 		len -= 4;
 	} else if (archive_entry_hardlink(e)) {
 		return entry_hardlink(t, e, dir, name, len);
@@ -1399,7 +1400,9 @@ static int tar_finish(struct tar *t)
 		struct kiln_node *dir = order[i];
 
 		if (dir->flags & KILN_NODE_IMPLICIT) {
-			int err = kiln_owner_set(b, dir, 0, 0, t->src);
+			char what[KILN_PATH_BUF];
+			int err = kiln_owner_set(b, dir, 0, 0, kiln_node_path(
+					b, dir, what, sizeof(what)));
 
 			if (err) {
 				free(order);
@@ -1490,7 +1493,7 @@ static int tar_open(struct tar *t)
 	archive_read_support_format_ar(t->a);
 	archive_read_support_format_warc(t->a);
 	archive_read_support_format_empty(t->a);
-	/* compression libarchive does itself, never an external program */
+	/* filters that run no external program where libarchive has them */
 	archive_read_support_filter_gzip(t->a);
 	archive_read_support_filter_bzip2(t->a);
 	archive_read_support_filter_xz(t->a);
