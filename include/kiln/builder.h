@@ -89,7 +89,9 @@ enum kiln_whiteouts {
 	 * device 0:0 NAME (with the whiteout's mode bits, owner, mtime and
 	 * xattrs), ".wh..wh..opq" the xattr trusted.overlay.opaque="y" on its
 	 * directory (kept even with KILN_BUILD_NO_XATTRS), other ".wh..wh.*"
-	 * are dropped. In a tar, a whiteout and a member of the same name
+	 * are dropped (with what is below them); a directory holding such
+	 * whiteouts gets an empty trusted.overlay.origin, so that overlayfs
+	 * hides them from its listing. In a tar, a whiteout and a member of the same name
 	 * follow extraction order, as mkfs.erofs --aufs: the later one wins.
 	 * In a directory the real file wins. 0:0 character devices already
 	 * in the source stay as they are.

@@ -63,7 +63,9 @@ enum kiln_node_flags {
 	KILN_NODE_LINKED = 1u << 3,	/* tar: reached from the root */
 	KILN_NODE_HASHED = 1u << 4,	/* data_hash holds the data's XXH3 */
 	KILN_NODE_ZCTX = 1u << 5,	/* zctx chosen by path (compress hints) */
-	KILN_NODE_OPAQUE = 1u << 6,	/* tar: an opaque marker named it */
+	KILN_NODE_OPAQUE = 1u << 6,	/* an opaque marker named it */
+	KILN_NODE_WHITEOUT = 1u << 7,	/* tar: a whiteout made from ".wh." */
+	KILN_NODE_WHITEOUTS = 1u << 8,	/* a directory holding such */
 };
 
 /* One inode of the image. */
@@ -290,6 +292,12 @@ void kiln_whiteout_strip_xattrs(struct kiln_node *n);
  * its xattrs sorted; counts no refs. 0 or a negative errno.
  */
 int kiln_whiteout_set_opaque(struct kiln_build *b, struct kiln_node *dir);
+/*
+ * Give @dir, which holds whiteouts made from ".wh." names, an empty
+ * trusted.overlay.origin (unless it has one), so that overlayfs hides
+ * them from its listing. Same contract as kiln_whiteout_set_opaque().
+ */
+int kiln_whiteout_set_origin(struct kiln_build *b, struct kiln_node *dir);
 
 /* inode.c */
 bool kiln_inode_fits_compact(const struct kiln_node *n, int64_t epoch,

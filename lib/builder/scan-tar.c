@@ -492,6 +492,7 @@ static int entry_attrs(struct tar *t, struct kiln_node *n,
 				type);
 	}
 	if (whiteout) {
+		n->flags |= KILN_NODE_WHITEOUT;
 		n->mode = S_IFCHR | (n->mode & 07777);
 		n->rdev = 0;
 		n->size = 0;
@@ -1422,6 +1423,8 @@ static int tar_finish(struct tar *t)
 
 			if (S_ISDIR(n->mode))
 				dir->nlink++;
+			if (n->flags & KILN_NODE_WHITEOUT)
+				dir->flags |= KILN_NODE_WHITEOUTS;
 			if (n->flags & KILN_NODE_LINKED) {
 				n->nlink++;
 				continue;
@@ -1452,6 +1455,11 @@ static int tar_finish(struct tar *t)
 		}
 		if ((n->flags & KILN_NODE_OPAQUE) && S_ISDIR(n->mode)) {
 			err = kiln_whiteout_set_opaque(b, n);
+			if (err)
+				return err;
+		}
+		if (n->flags & KILN_NODE_WHITEOUTS) {
+			err = kiln_whiteout_set_origin(b, n);
 			if (err)
 				return err;
 		}

@@ -452,6 +452,9 @@ static int read_names(struct scan *s, struct kiln_node *dir, int fd,
 		kiln_dir_sort(dir->children, dir->nr_children);
 	if (!err)
 		drop_shadowed_whiteouts(dir);
+	for (size_t i = 0; !err && i < dir->nr_children; i++)
+		if (dir->children[i].node == &whiteout_mark)
+			dir->flags |= KILN_NODE_WHITEOUTS;
 	return err;
 }
 
@@ -463,14 +466,20 @@ static bool is_ancestor_dir(const struct kiln_node *dir, const struct stat *st)
 	return false;
 }
 
-/* ".wh..wh..opq" was in @dir: make it opaque, its xattrs counted again. */
-static int dir_set_opaque(struct scan *s, struct kiln_node *dir)
+/*
+ * ".wh..wh..opq" was in @dir (KILN_NODE_OPAQUE), or whiteouts were made
+ * there (KILN_NODE_WHITEOUTS): the overlayfs xattrs, counted again.
+ */
+static int dir_overlay_xattrs(struct scan *s, struct kiln_node *dir)
 {
-	int err;
+	int err = 0;
 
 	for (uint16_t i = 0; i < dir->nr_xattrs; i++)
 		dir->xattrs[i]->refs--;
-	err = kiln_whiteout_set_opaque(s->b, dir);
+	if (dir->flags & KILN_NODE_OPAQUE)
+		err = kiln_whiteout_set_opaque(s->b, dir);
+	if (!err && (dir->flags & KILN_NODE_WHITEOUTS))
+		err = kiln_whiteout_set_origin(s->b, dir);
 	for (uint16_t i = 0; i < dir->nr_xattrs; i++)
 		dir->xattrs[i]->refs++;
 	return err;
@@ -494,8 +503,8 @@ static int scan_dir(struct scan *s, struct kiln_node *dir)
 	if (fd < 0)
 		return scan_error(s, path, errno, "cannot open directory");
 	err = read_names(s, dir, fd, path, rel);
-	if (!err && (dir->flags & KILN_NODE_OPAQUE))
-		err = dir_set_opaque(s, dir);
+	if (!err && (dir->flags & (KILN_NODE_OPAQUE | KILN_NODE_WHITEOUTS)))
+		err = dir_overlay_xattrs(s, dir);
 	for (size_t i = 0; !err && i < dir->nr_children; i++) {
 		struct kiln_dentry *d = &dir->children[i];
 		struct kiln_node *n;

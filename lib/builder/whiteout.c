@@ -17,6 +17,13 @@
 #define WH_OPAQUE	".wh..wh..opq"
 /* the xattr overlayfs reads as "this directory hides the lower ones" */
 #define OVL_OPAQUE	"overlay.opaque"
+/*
+ * An empty one on a directory that holds whiteouts: overlayfs then reads
+ * it as a merged directory, which hides the whiteouts, even where no
+ * lower layer has that directory (mkfs.erofs --aufs does the same); a
+ * directory it sees as plain lists them as names that cannot be opened.
+ */
+#define OVL_ORIGIN	"overlay.origin"
 
 enum kiln_whiteout_kind kiln_whiteout_kind(const char *name, size_t len,
 					   const char **target,
@@ -69,20 +76,30 @@ void kiln_whiteout_strip_xattrs(struct kiln_node *n)
 	n->nr_xattrs = kept;
 }
 
-int kiln_whiteout_set_opaque(struct kiln_build *b, struct kiln_node *dir)
+/* Give @dir the xattr trusted.@name = @value, unless it has one and !@replace. */
+static int dir_xattr(struct kiln_build *b, struct kiln_node *dir,
+		     const char *name, const char *value, bool replace)
 {
 	struct kiln_xattr_item *item, **v;
+	uint16_t kept = 0;
 	int err;
 
-	err = kiln_xattr_intern(&b->xt, EROFS_XATTR_INDEX_TRUSTED, OVL_OPAQUE,
-				strlen(OVL_OPAQUE), "y", 1, &item);
+	err = kiln_xattr_intern(&b->xt, EROFS_XATTR_INDEX_TRUSTED, name,
+				strlen(name), value, strlen(value), &item);
 	if (err)
 		return err;
-	for (uint16_t i = 0; i < dir->nr_xattrs; i++)
-		if (dir->xattrs[i] == item)
+	for (uint16_t i = 0; i < dir->nr_xattrs; i++) {
+		struct kiln_xattr_item *it = dir->xattrs[i];
+		bool same = it->index == EROFS_XATTR_INDEX_TRUSTED &&
+			    it->name_len == strlen(name) &&
+			    !memcmp(it->name, name, it->name_len);
+
+		if (same && (!replace || it == item))
 			return 0;
-	/* an opaque xattr with another value gives way to "y" */
-	kiln_whiteout_strip_xattrs(dir);
+		if (!same)
+			dir->xattrs[kept++] = it;
+	}
+	dir->nr_xattrs = kept;
 	if (dir->nr_xattrs == UINT16_MAX)
 		return -E2BIG;
 	v = realloc(dir->xattrs, (dir->nr_xattrs + 1u) * sizeof(*v));
@@ -92,4 +109,15 @@ int kiln_whiteout_set_opaque(struct kiln_build *b, struct kiln_node *dir)
 	v[dir->nr_xattrs++] = item;
 	kiln_xattr_sort(dir->xattrs, &dir->nr_xattrs);
 	return 0;
+}
+
+int kiln_whiteout_set_opaque(struct kiln_build *b, struct kiln_node *dir)
+{
+	/* an opaque xattr with another value gives way to "y" */
+	return dir_xattr(b, dir, OVL_OPAQUE, "y", true);
+}
+
+int kiln_whiteout_set_origin(struct kiln_build *b, struct kiln_node *dir)
+{
+	return dir_xattr(b, dir, OVL_ORIGIN, "", false);
 }

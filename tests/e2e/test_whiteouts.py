@@ -8,6 +8,8 @@ asked."""
 import contextlib
 import io
 import os
+import re
+import shutil
 import stat
 import subprocess
 import tarfile
@@ -97,6 +99,11 @@ UPPER = [
     # a member then its whiteout: the whiteout (later) wins
     ("both_rw", "file", {"data": b"upper"}),
     (".wh.both_rw", "file"),
+    # a directory no lower layer has, holding a whiteout: overlayfs must
+    # not list it (the directory needs trusted.overlay.origin for that)
+    ("fresh", "dir"),
+    ("fresh/.wh.z", "file"),
+    ("fresh/real", "file", {"data": b"r"}),
 ]
 
 # What overlayfs must show for lowerdir=UPPER:LOWER.
@@ -109,6 +116,7 @@ MERGED = {
     "newdir_lower": None,
     "replaced.txt": b"new", "up.txt": b"up", "both_wr": b"upper",
     "link": "a/keep.txt",
+    "fresh": None, "fresh/real": b"r",
 }
 
 
@@ -191,6 +199,10 @@ def test_overlay_stack_shows_the_merged_tree(kiln, layers):
         assert os.getxattr(up / "newdir_lower",
                            "trusted.overlay.opaque") == b"y"
         assert "trusted.overlay.opaque" not in os.listxattr(up / "a")
+        # the parents of whiteouts are marked for overlayfs's listing
+        for d in ("", "a", "nested/n1/n2", "fresh"):
+            assert os.getxattr(up / d, "trusted.overlay.origin") == b"", d
+        assert "trusted.overlay.origin" not in os.listxattr(up / "opq")
         with overlay(up, lo) as mnt:
             assert tree_of(mnt) == MERGED
 
@@ -282,6 +294,9 @@ def test_directory_source_keeps_by_default_and_converts_when_asked(
                      "ovl": ("chr", 0, 0)}
         assert stat.S_IMODE(os.lstat(m / "d/gone").st_mode) == 0o640
         assert os.getxattr(m / "d", "trusted.overlay.opaque") == b"y"
+        for d in ("d", "d/sub"):
+            assert os.getxattr(m / d, "trusted.overlay.origin") == b""
+        assert "trusted.overlay.origin" not in os.listxattr(m)
     img = tmp_path / "strip.erofs"
     kiln.ok("build", "--whiteouts=strip", src, img)
     with kernel_mount(img) as m:
@@ -303,3 +318,36 @@ def test_bad_whiteouts_mode_is_a_usage_error(kiln, tmp_path):
     r = kiln.run("build", "--whiteouts=delete", "--tar", "x.tar",
                  tmp_path / "x.erofs")
     assert r.rc == 2 and "overlay, keep or strip" in r.err
+
+
+def mkfs_version():
+    if not shutil.which("mkfs.erofs"):
+        return None
+    r = subprocess.run(["mkfs.erofs", "--version"], capture_output=True,
+                       text=True)
+    m = re.search(r"(\d+)\.(\d+)", r.stdout) if r.returncode == 0 else None
+    return (int(m.group(1)), int(m.group(2))) if m else (1, 5)
+
+
+def test_layer_matches_mkfs_erofs_aufs(kiln, layers):
+    """mkfs.erofs --tar=f --aufs (1.9) makes the same layer: same names,
+    types, data and opaque directories (its whiteouts have mode 0). It
+    leaves aufs bookkeeping (.wh..wh.plnk) in, as a whiteout of
+    ".wh.plnk" and a directory, which kiln drops."""
+    v = mkfs_version()
+    if not v or v < (1, 9):
+        pytest.skip(f"needs mkfs.erofs 1.9 or newer on PATH, found {v}")
+    d, _, upper_tar = layers
+    ref = d / "upper-mkfs.erofs"
+    subprocess.run(["mkfs.erofs", "--tar=f", "--aufs", "--quiet", str(ref),
+                    str(upper_tar)], check=True, capture_output=True)
+    img = build_upper(kiln, layers)
+    with kernel_mount(ref) as want, kernel_mount(img) as got:
+        ref_tree = {rel: v for rel, v in tree_of(want).items()
+                    if "plnk" not in rel}
+        assert tree_of(got) == ref_tree
+        assert sorted(os.listxattr(got)) == sorted(os.listxattr(want))
+        for rel, v in ref_tree.items():
+            if v is None:
+                assert (sorted(os.listxattr(got / rel)) ==
+                        sorted(os.listxattr(want / rel))), rel

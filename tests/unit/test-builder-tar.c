@@ -307,6 +307,19 @@ TEST(whiteouts_become_overlay_whiteouts_by_default_for_tar)
 	CHECK(has_name(img, "/d/kept"));
 	CHECK_EQ(opaque_of(img, "/d", v), 1);
 	CHECK(v[0] == 'y');
+	/* the parents of whiteouts: an empty origin for overlayfs */
+	{
+		kiln_nid_t nid;
+
+		CHECK_EQ(kiln_resolve(img, "/d", 0, &nid), 0);
+		CHECK_EQ(kiln_getxattr(img, nid, "trusted.overlay.origin", v,
+				       8), 0);
+		CHECK_EQ(kiln_getxattr(img, kiln_image_root(img),
+				       "trusted.overlay.origin", v, 8), 0);
+		CHECK_EQ(kiln_resolve(img, "/e/f", 0, &nid), 0);
+		CHECK_EQ(kiln_getxattr(img, nid, "trusted.overlay.origin", v,
+				       8), -ENODATA);
+	}
 	/* a marker alone makes its directories */
 	stat_path(img, "/e/f", &st);
 	CHECK(S_ISDIR(st.mode));
