@@ -4,9 +4,11 @@
 images whose kernel mount gives the same getfacl output, ACL xattrs and
 modes (the group bits are the mask, not the group entry) as the source."""
 
+import io
 import os
 import shutil
 import subprocess
+import tarfile
 
 import pytest
 
@@ -69,19 +71,18 @@ def acl_tree(srcfs):
     return root
 
 
-def archives(root, tmp):
-    yield "gnu-acls-xattrs", ["tar", "--numeric-owner", "--format=pax",
-                              "--acls", "--xattrs"]
-    yield "gnu-acls", ["tar", "--numeric-owner", "--format=pax", "--acls"]
-    if have("bsdtar"):
-        yield "bsdtar", ["bsdtar", "--numeric-owner", "--acls"]
+ARCHIVERS = {
+    "gnu-acls-xattrs": ["tar", "--numeric-owner", "--format=pax", "--acls",
+                        "--xattrs"],
+    "gnu-acls": ["tar", "--numeric-owner", "--format=pax", "--acls"],
+    "bsdtar": ["bsdtar", "--numeric-owner", "--acls"],
+}
 
 
 @pytest.mark.parametrize("kind", ["gnu-acls-xattrs", "gnu-acls", "bsdtar"])
 def test_acls_and_modes_round_trip(kiln, acl_tree, tmp_path, kind):
-    argv = dict(archives(acl_tree, tmp_path)).get(kind)
-    if argv is None:
-        need("bsdtar")
+    argv = ARCHIVERS[kind]
+    need(argv[0])
     t = tmp_path / f"{kind}.tar"
     subprocess.run(argv + ["-C", str(acl_tree), "-cf", str(t), "."],
                    check=True, capture_output=True)
@@ -108,8 +109,6 @@ def test_no_xattrs_drops_acls_but_keeps_the_mode(kiln, acl_tree, tmp_path):
 
 
 def test_unknown_acl_name_is_a_clear_error(kiln, tmp_path):
-    import tarfile
-    import io
     t = tmp_path / "n.tar"
     with tarfile.open(t, "w", format=tarfile.PAX_FORMAT) as tf:
         ti = tarfile.TarInfo("f")
