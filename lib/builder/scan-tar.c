@@ -1223,7 +1223,13 @@ static int entry_hardlink(struct tar *t, struct archive_entry *e,
 		return tar_fail(t, EPERM, "hardlink to a directory");
 	}
 	if (archive_entry_size_is_set(e) && archive_entry_size(e) > 0) {
-		err = hardlink_data(t, e, &target);
+		/* tar readers disagree on such data: only cpio's is clear */
+		if ((archive_format(t->a) & ARCHIVE_FORMAT_BASE_MASK) !=
+		    ARCHIVE_FORMAT_CPIO)
+			err = tar_fail(t, EOPNOTSUPP, "hardlink entry carrying "
+				       "data not supported");
+		else
+			err = hardlink_data(t, e, &target);
 		if (err) {
 			free(saved);
 			return err;

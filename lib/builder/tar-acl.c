@@ -95,9 +95,9 @@ static int acl_read(struct kiln_build *b, struct archive_entry *e, int type,
 				 "unknown kind %d", label, tag);
 			return -EINVAL;
 		}
-		a->perm = (uint16_t)(((perm & ARCHIVE_ENTRY_ACL_READ) ? 4 : 0) |
-				     ((perm & ARCHIVE_ENTRY_ACL_WRITE) ? 2 : 0) |
-				     ((perm & ARCHIVE_ENTRY_ACL_EXECUTE) ? 1 : 0));
+		a->perm = (uint16_t)((perm & ARCHIVE_ENTRY_ACL_READ ? 4 : 0) |
+				     (perm & ARCHIVE_ENTRY_ACL_WRITE ? 2 : 0) |
+				     (perm & ARCHIVE_ENTRY_ACL_EXECUTE ? 1 : 0));
 		a->id = 0;
 		if (a->tag == KILN_ACL_USER || a->tag == KILN_ACL_GROUP) {
 			if (id >= 0) {

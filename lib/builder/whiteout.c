@@ -76,7 +76,7 @@ void kiln_whiteout_strip_xattrs(struct kiln_node *n)
 	n->nr_xattrs = kept;
 }
 
-/* Give @dir the xattr trusted.@name = @value, unless it has one and !@replace. */
+/* Give @dir trusted.@name = @value, unless it has one and !@replace. */
 static int dir_xattr(struct kiln_build *b, struct kiln_node *dir,
 		     const char *name, const char *value, bool replace)
 {

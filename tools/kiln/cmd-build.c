@@ -664,7 +664,7 @@ static const struct cli_spec build_spec = {
 	.cmd = "build",
 	.usage = "[OPTIONS] SOURCE IMAGE\n       kiln build [OPTIONS] --tar FILE|- IMAGE",
 	.summary = "Build the EROFS image IMAGE from the directory SOURCE "
-		   "(or a tar stream). "
+		   "(or an archive: --tar). "
 		   "SOURCE_DATE_EPOCH, if set,\nsets the build time and clamps "
 		   "newer mtimes to it.",
 	.opts = build_cli_options,
