@@ -248,7 +248,8 @@ static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path,
 
 /* Fill @n from @st (and read the link target / xattrs). */
 static int scan_node(struct scan *s, struct kiln_node *n, int dirfd,
-		     const char *name, const char *path, const struct stat *st)
+		     const char *name, const char *path, const char *label_path,
+		     const struct stat *st)
 {
 	const struct kiln_build_opts *o = &s->b->opts;
 	const char *rel;
@@ -312,8 +313,11 @@ static int scan_node(struct scan *s, struct kiln_node *n, int dirfd,
 		if (s->whiteouts == KILN_WHITEOUTS_STRIP)
 			kiln_whiteout_strip_xattrs(n);
 	}
-	/* @path is "<source>/<rel>": the label goes by the path below it */
-	rel = path + KILN_MIN(strlen(s->b->source), strlen(path));
+	/*
+	 * @label_path is "<source>/<rel>": the label goes by the path below
+	 * it (for a whiteout made from ".wh.NAME", NAME's path)
+	 */
+	rel = label_path + KILN_MIN(strlen(s->b->source), strlen(label_path));
 	rel += strspn(rel, "/");
 	err = kiln_xattr_set_label(s->b, n, rel, path);
 	if (err)
@@ -488,7 +492,7 @@ static int dir_overlay_xattrs(struct scan *s, struct kiln_node *dir)
 /* Scan one directory: its entries become nodes appended to b->nodes. */
 static int scan_dir(struct scan *s, struct kiln_node *dir)
 {
-	char path[KILN_PATH_BUF], child[KILN_PATH_BUF];
+	char path[KILN_PATH_BUF], child[KILN_PATH_BUF], whpath[KILN_PATH_BUF];
 	size_t srclen = strlen(s->b->source), kept = 0;
 	const char *rel;
 	int fd, err;
@@ -523,23 +527,24 @@ static int scan_dir(struct scan *s, struct kiln_node *dir)
 		d->node = NULL;
 		if (whiteout) {
 			/* the whiteout's own metadata, on the node it names */
-			len = snprintf(child, sizeof(child), "%s%s.wh.%.*s",
+			len = snprintf(whpath, sizeof(whpath), "%s%s.wh.%.*s",
 				       path, path[strlen(path) - 1] == '/' ?
 				       "" : "/", (int)d->name_len, d->name);
-			if (len >= (int)sizeof(child) - 1) {
+			if (len >= (int)sizeof(whpath) - 1) {
 				err = scan_fail(s, path, ENAMETOOLONG,
 						"path too long");
 				break;
 			}
 		}
-		if (fstatat(fd, whiteout ? strrchr(child, '/') + 1 : d->name,
+		if (fstatat(fd, whiteout ? strrchr(whpath, '/') + 1 : d->name,
 			    &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			err = scan_error(s, child, errno, "cannot stat");
+			err = scan_error(s, whiteout ? whpath : child, errno,
+					 "cannot stat");
 			break;
 		}
 		if (whiteout) {
 			if (S_ISDIR(st.st_mode)) {
-				err = scan_fail(s, child, EINVAL, "a whiteout "
+				err = scan_fail(s, whpath, EINVAL, "a whiteout "
 						"is a directory");
 				break;
 			}
@@ -595,7 +600,8 @@ static int scan_dir(struct scan *s, struct kiln_node *dir)
 		}
 		dir->children[kept++] = *d;
 		n->first = &dir->children[kept - 1];
-		err = scan_node(s, n, fd, d->name, child, &st);
+		err = scan_node(s, n, fd, d->name, whiteout ? whpath : child,
+				child, &st);
 		if (!err && !S_ISDIR(st.st_mode) && st.st_nlink > 1)
 			err = link_add(&s->links, n);
 	}
@@ -650,7 +656,8 @@ int kiln_scan_tree(struct kiln_build *b)
 		b->root = NULL;
 		goto out;
 	}
-	err = scan_node(&s, root, AT_FDCWD, b->source, b->source, &st);
+	err = scan_node(&s, root, AT_FDCWD, b->source, b->source, b->source,
+			&st);
 	/* breadth first: b->nodes grows while we walk it */
 	for (size_t i = 0; !err && i < b->nr_nodes; i++)
 		if (S_ISDIR(b->nodes[i]->mode))
