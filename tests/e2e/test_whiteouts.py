@@ -175,7 +175,7 @@ def build_upper(kiln, layers, *opts):
     d, lower, upper_tar = layers
     img = d / ("upper" + "".join(o.replace("=", "-") for o in opts) +
                ".erofs")
-    kiln.ok("build", *opts, "--tar", upper_tar, img)
+    kiln.ok("build", "--verify", *opts, "--tar", upper_tar, img)
     kiln.ok("fsck", img)
     return img
 
@@ -205,6 +205,16 @@ def test_overlay_stack_shows_the_merged_tree(kiln, layers):
         assert "trusted.overlay.origin" not in os.listxattr(up / "opq")
         with overlay(up, lo) as mnt:
             assert tree_of(mnt) == MERGED
+
+
+def test_layer_bytes_do_not_depend_on_threads(kiln, layers, tmp_path):
+    _, _, upper_tar = layers
+    imgs = []
+    for j in ("1", "2"):
+        imgs.append(tmp_path / f"j{j}.erofs")
+        kiln.ok("build", "-j", j, "-z", "lz4hc", "--tar", upper_tar,
+                imgs[-1])
+    assert imgs[0].read_bytes() == imgs[1].read_bytes()
 
 
 def test_keep_stores_whiteouts_as_plain_files(kiln, layers):
