@@ -27,6 +27,7 @@
 #include "builder/jobs.h"
 #include "builder/output.h"
 #include "builder/tar-data.h"
+#include "builder/tar-index.h"
 #include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
@@ -1152,8 +1153,14 @@ static int entry_data(struct tar *t, struct kiln_node *n,
 	struct kiln_build *b = t->b;
 	struct kiln_data_extent *ext;
 	size_t nr;
-	int err = sparse_map(t, n, e, &ext, &nr);
+	int err;
 
+	if (b->opts.source_kind == KILN_SOURCE_TAR_INDEX) {
+		err = kiln_tar_index_member(b, t->a, e, n, t->label);
+		kiln_progress_add_done(&b->progress, 1, n->size);
+		return err;
+	}
+	err = sparse_map(t, n, e, &ext, &nr);
 	if (err)
 		return err;
 	/* compress hints match the entry's path: the node is not linked yet */
@@ -1395,6 +1402,8 @@ static int tar_open(struct tar *t)
 	archive_read_support_filter_lzma(t->a);
 	archive_read_support_filter_zstd(t->a);
 	archive_read_support_filter_lz4(t->a);
+	if (b->opts.source_kind == KILN_SOURCE_TAR_INDEX)
+		return kiln_tar_index_open(b, t->a);
 	if (!strcmp(b->source, "-"))
 		r = archive_read_open_fd(t->a, 0, TAR_READ_BLOCK);
 	else
