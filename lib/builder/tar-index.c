@@ -175,8 +175,8 @@ int kiln_tar_index_member(struct kiln_build *b, struct archive *a,
 	b->stats.input_bytes += n->size;
 	if (archive_entry_sparse_count(e) > 0) {
 		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: a sparse member cannot "
-			 "be indexed: its data are not stored as the file's "
-			 "bytes (use --tar)", label);
+			 "be indexed: the tar holds its data without the holes "
+			 "between them (use --tar)", label);
 		return -EOPNOTSUPP;
 	}
 	if (!n->size)
