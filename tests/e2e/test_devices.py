@@ -337,3 +337,30 @@ def test_mkfs_images_without_or_with_a_wrong_device(kiln, mkfs_images, name,
     wrong = short_copy(devs[0], work / f"wrong-{name}", 1024)
     r = kiln.fails("fsck", "--device", wrong, img)
     assert "not this device" in r.err, r.describe()
+
+
+def test_mkfs_merged_image_devices_checked_by_uuid(kiln, tree, work,
+                                                   scratch):
+    """mkfs.erofs merging images: each source image is a device, tagged
+    with its UUID; a different EROFS image of a fitting size is refused."""
+    erofs_utils_19()
+    small = work / "merge-small"
+    small.mkdir()
+    (small / "only-here").write_bytes(b"second layer\n")
+    a = mkfs(work / "merge-a.erofs", tree.root, "-Enoinline_data")
+    b = mkfs(work / "merge-b.erofs", small, "-Enoinline_data")
+    merged = work / "merged.erofs"
+    r = subprocess.run(["mkfs.erofs", "--quiet", str(merged), str(a),
+                        str(b)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    info = kiln.info(merged)
+    assert [len(d["tag"]) for d in info["devices"]] == [32, 32]
+    assert "clean" in kiln.ok("fsck", "--device", a, "--device", b,
+                              merged).text
+    with kernel_mount_dev(merged, [a, b]) as mnt:
+        kiln.ok("extract", "--device", a, "--device", b, merged,
+                scratch / "x")
+        tree_compare(mnt, scratch / "x", root_attrs=False)
+    # a is big enough for slot 2, but it is not that image
+    r = kiln.fails("fsck", "--device", a, "--device", a, merged)
+    assert "another EROFS image (its UUID differs)" in r.err, r.describe()
