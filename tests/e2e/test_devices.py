@@ -250,7 +250,8 @@ def test_index_needs_linux_6_4(kiln, layer, work):
     r = kiln.fails("build", "--kernel", "6.3", "--tar-index", layer, img)
     assert "--tar-index needs Linux 6.4" in r.err, r.describe()
     assert not img.exists()
-    kiln.ok("build", "--kernel", "6.4", "--tar-index", layer, img)
+    kiln.ok("build", "--kernel", "6.4", "--verify", "--tar-index", layer,
+            img)
     assert kiln.info(img)["min_kernel"] == "6.4"
 
 

@@ -290,6 +290,63 @@ TEST(compressed_tar_or_stream_cannot_be_indexed_and_leave_no_image)
 	teardown();
 }
 
+static long find_bytes(const char *path, const void *pat, size_t len)
+{
+	static char buf[1 << 20];
+	FILE *f = fopen(path, "rb");
+	size_t n = f ? fread(buf, 1, sizeof(buf), f) : 0;
+
+	if (f)
+		fclose(f);
+	for (size_t i = 0; i + len <= n; i++)
+		if (!memcmp(buf + i, pat, len))
+			return (long)i;
+	return -1;
+}
+
+static void patch(const char *path, long off, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "r+b");
+
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	CHECK_EQ(fseek(f, off, SEEK_SET), 0);
+	CHECK_EQ(fwrite(data, 1, len, f), len);
+	fclose(f);
+}
+
+TEST(chunk_past_the_device_end_is_corrupt_not_a_crash)
+{
+	const char *devs[] = { tar_path };
+	struct kiln_image *img = NULL;
+	uint8_t idx[8] = { 0, 0, 1, 0 };
+	long at, entry;
+	char buf[64];
+	uint32_t blk;
+
+	setup();
+	write_tar(tar_path, false);
+	CHECK_EQ(build_index(tar_path), 0);
+	/* a/small's chunk index: device 1, the block of its data */
+	at = find_bytes(tar_path, small, strlen(small));
+	CHECK(at > 0 && at % 512 == 0);
+	blk = (uint32_t)(at / 512);
+	memcpy(idx + 4, &blk, 4);	/* little-endian host */
+	entry = find_bytes(img_path, idx, sizeof(idx));
+	CHECK(entry > 0);
+	blk = 0x7ffffff0u;
+	patch(img_path, entry + 4, &blk, 4);
+	/* the superblock checksum covers only its block: still opens */
+	CHECK_EQ(open_with(&img, img_path, devs, 1), 0);
+	if (img) {
+		CHECK_EQ(read_all(img, "/a/small", buf, sizeof(buf)),
+			 -KILN_ECORRUPT);
+		kiln_image_close(img);
+	}
+	teardown();
+}
+
 TEST(device_slot_decodes_48bit_fields_only_with_the_48bit_feature)
 {
 	uint8_t raw[128] = { 'b', 'l', 'o', 'b' };
@@ -320,4 +377,5 @@ TAP_MAIN(TAP_ENTRY(index_image_reads_its_files_from_the_tar),
 	 TAP_ENTRY(device_descriptors_work_like_paths),
 	 TAP_ENTRY(image_and_tar_concatenated_read_without_devices),
 	 TAP_ENTRY(compressed_tar_or_stream_cannot_be_indexed_and_leave_no_image),
+	 TAP_ENTRY(chunk_past_the_device_end_is_corrupt_not_a_crash),
 	 TAP_ENTRY(device_slot_decodes_48bit_fields_only_with_the_48bit_feature))
