@@ -27,6 +27,10 @@
 #define TAR_RECORD_BITS 9u
 /* chunkbits - blkszbits has 5 bits: chunks of up to 2^40 bytes. */
 #define INDEX_CHUNK_MAX_BITS (TAR_RECORD_BITS + 31u)
+/* Hole bytes a sparse member may claim, as for --tar (scan-tar.c). */
+#define INDEX_HOLES_MAX (1ull << 40)
+/* Chunks of one sparse member: an 8 MiB chunk table at most. */
+#define INDEX_CHUNKS_MAX (1u << 20)
 
 struct kiln_tar_index {
 	int fd;
@@ -125,85 +129,223 @@ void kiln_tar_index_close(struct kiln_build *b)
 	b->tindex = NULL;
 }
 
+/* One run of a member's data: file bytes [off, off + len) at tar byte pos. */
+struct seg {
+	uint64_t off, len, pos;
+};
+
+struct segs {
+	struct seg *v;
+	size_t nr, cap;
+};
+
+static int segs_add(struct segs *s, uint64_t off, uint64_t len, uint64_t pos)
+{
+	struct seg *last = s->nr ? &s->v[s->nr - 1] : NULL;
+
+	if (last && last->off + last->len == off &&
+	    last->pos + last->len == pos) {
+		last->len += len;
+		return 0;
+	}
+	if (s->nr == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 8;
+		struct seg *v = realloc(s->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->nr++] = (struct seg){ off, len, pos };
+	return 0;
+}
+
 /*
- * Where the member's data lies in the tar: libarchive hands out the data
- * of an uncompressed archive read from memory as pointers into it. Data
- * that arrive split, copied or off a record boundary cannot be indexed.
+ * Where the member's data lie in the tar: libarchive hands out the data
+ * of an uncompressed archive read from memory as pointers into it, one
+ * block per run (a sparse member has one per data run, the holes between
+ * them skipped). Data copied or off a record boundary cannot be indexed.
  */
-static int member_start(struct kiln_build *b, struct archive *a,
-			const char *label, uint64_t size, uint64_t *start)
+static int member_segs(struct kiln_build *b, struct archive *a,
+		       const char *label, uint64_t size, struct segs *s)
 {
 	const struct kiln_tar_index *ti = b->tindex;
-	const void *buf;
-	size_t len;
-	int64_t off;
-	int r = archive_read_data_block(a, &buf, &len, &off);
-	uint64_t pos;
 
-	if (r != ARCHIVE_OK) {
-		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: %s", label,
-			 r == ARCHIVE_EOF ? "data missing" : kiln_tar_error(a));
-		return -EIO;
+	for (;;) {
+		const void *buf;
+		size_t len;
+		int64_t off;
+		int r = archive_read_data_block(a, &buf, &len, &off);
+		uint64_t pos = (uint64_t)((const uint8_t *)buf - ti->map);
+		int err;
+
+		if (r == ARCHIVE_EOF)
+			return 0;
+		if (r != ARCHIVE_OK) {
+			kiln_log(&b->lg, KILN_LOG_ERROR, "%s: %s", label,
+				 kiln_tar_error(a));
+			return -EIO;
+		}
+		if (!len)
+			continue;
+		if ((const uint8_t *)buf < ti->map || off < 0 ||
+		    !kiln_range_ok(pos, len, ti->size) ||
+		    !kiln_range_ok((uint64_t)off, len, size)) {
+			kiln_log(&b->lg, KILN_LOG_ERROR, "%s: data not found "
+				 "in the tar as they are: cannot be indexed",
+				 label);
+			return -EINVAL;
+		}
+		if (pos & ((1u << TAR_RECORD_BITS) - 1)) {
+			kiln_log(&b->lg, KILN_LOG_ERROR, "%s: data at byte %llu "
+				 "of the tar, not on a 512-byte record: cannot "
+				 "be indexed", label, (unsigned long long)pos);
+			return -EINVAL;
+		}
+		err = segs_add(s, (uint64_t)off, len, pos);
+		if (err)
+			return err;
 	}
-	pos = (uint64_t)((const uint8_t *)buf - ti->map);
-	if ((const uint8_t *)buf < ti->map || off != 0 || len != size ||
-	    !kiln_range_ok(pos, size, ti->size)) {
-		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: data not found as one "
-			 "run in the tar: cannot be indexed", label);
-		return -EINVAL;
+}
+
+/* Lowest set bit of @x as a shift (64 for 0). */
+static unsigned int low_bit(uint64_t x)
+{
+	return x ? (unsigned int)__builtin_ctzll(x) : 64u;
+}
+
+/*
+ * The largest chunk size at which every chunk is one run of the tar or a
+ * hole: runs start on chunk boundaries and fill whole chunks, except the
+ * one that ends the file. One chunk per file when it has no holes.
+ */
+static unsigned int chunk_bits(const struct segs *s, uint64_t size)
+{
+	unsigned int bits = TAR_RECORD_BITS;
+
+	while (bits < INDEX_CHUNK_MAX_BITS && (size - 1) >> bits)
+		bits++;
+	for (size_t i = 0; i < s->nr; i++) {
+		const struct seg *g = &s->v[i];
+
+		bits = KILN_MIN(bits, low_bit(g->off));
+		if (g->off + g->len < size)
+			bits = KILN_MIN(bits, low_bit(g->len));
 	}
-	if (pos & ((1u << TAR_RECORD_BITS) - 1)) {
-		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: data at byte %llu of the "
-			 "tar, not on a 512-byte record: cannot be indexed",
-			 label, (unsigned long long)pos);
-		return -EINVAL;
+	return bits;
+}
+
+/* The XXH3-64 of the member's bytes, holes as zeros (for --verify). */
+static int member_hash(const struct kiln_tar_index *ti, const struct segs *s,
+		       uint64_t size, uint64_t *hash)
+{
+	static const uint8_t zeros[65536];
+	XXH3_state_t *st = XXH3_createState();
+	uint64_t at = 0;
+
+	if (!st)
+		return -ENOMEM;
+	XXH3_64bits_reset(st);
+	for (size_t i = 0; i <= s->nr; i++) {
+		uint64_t next = i < s->nr ? s->v[i].off : size;
+
+		while (at < next) {
+			size_t len = (size_t)KILN_MIN(next - at, sizeof(zeros));
+
+			XXH3_64bits_update(st, zeros, len);
+			at += len;
+		}
+		if (i < s->nr) {
+			XXH3_64bits_update(st, ti->map + s->v[i].pos,
+					   (size_t)s->v[i].len);
+			at = s->v[i].off + s->v[i].len;
+		}
 	}
-	*start = pos;
+	*hash = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
 	return 0;
+}
+
+/* Bytes of @size the runs leave as holes. */
+static uint64_t hole_bytes(const struct segs *s, uint64_t size)
+{
+	for (size_t i = 0; i < s->nr; i++)
+		size -= s->v[i].len;
+	return size;
 }
 
 int kiln_tar_index_member(struct kiln_build *b, struct archive *a,
 			  struct archive_entry *e, struct kiln_node *n,
 			  const char *label)
 {
-	unsigned int bits = TAR_RECORD_BITS;
-	uint64_t start = 0, blk;
+	struct segs s = { 0 };
+	unsigned int bits;
 	int err;
 
+	(void)e;
 	n->flags |= KILN_NODE_STREAMED;
 	n->datalayout = EROFS_INODE_FLAT_PLAIN;
 	b->stats.input_bytes += n->size;
-	if (archive_entry_sparse_count(e) > 0) {
-		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: a sparse member cannot "
-			 "be indexed: the tar holds its data without the holes "
-			 "between them (use --tar)", label);
-		return -EOPNOTSUPP;
-	}
 	if (!n->size)
 		return 0;
-	err = member_start(b, a, label, n->size, &start);
+	err = member_segs(b, a, label, n->size, &s);
 	if (err)
-		return err;
+		goto out;
+	if (hole_bytes(&s, n->size) > INDEX_HOLES_MAX) {
+		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: a sparse member of %llu "
+			 "bytes, more than 1 TiB of them holes: refused as "
+			 "--tar does", label, (unsigned long long)n->size);
+		err = -EFBIG;
+		goto out;
+	}
+	bits = chunk_bits(&s, n->size);
+	if (bits < TAR_RECORD_BITS) {
+		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: a sparse member whose "
+			 "data runs do not start and end on 512-byte blocks "
+			 "cannot be indexed (use --tar)", label);
+		err = -EOPNOTSUPP;
+		goto out;
+	}
+	n->nr_chunks = kiln_div_round_up(n->size, 1ull << bits);
+	if (n->nr_chunks > INDEX_CHUNKS_MAX) {
+		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: a sparse member of %llu "
+			 "chunks of %llu bytes: more than an index holds "
+			 "(%u; use --tar)", label,
+			 (unsigned long long)n->nr_chunks,
+			 1ull << bits, INDEX_CHUNKS_MAX);
+		err = -EOPNOTSUPP;
+		goto out;
+	}
+	n->chunks = malloc(n->nr_chunks * sizeof(*n->chunks));
+	if (!n->chunks) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t i = 0; i < n->nr_chunks; i++)
+		n->chunks[i] = EROFS_NULL_ADDR32;
+	for (size_t i = 0; i < s.nr; i++) {
+		const struct seg *g = &s.v[i];
+		uint64_t first = g->off >> bits;
+		uint64_t count = kiln_div_round_up(g->len, 1ull << bits);
+		uint64_t blk = g->pos >> TAR_RECORD_BITS;
+
+		for (uint64_t j = 0; j < count; j++)
+			n->chunks[first + j] = (uint32_t)
+				(blk + (j << (bits - TAR_RECORD_BITS)));
+	}
 	if (b->opts.flags & KILN_BUILD_VERIFY) {
-		n->data_hash = XXH3_64bits(b->tindex->map + start,
-					   (size_t)n->size);
+		err = member_hash(b->tindex, &s, n->size, &n->data_hash);
+		if (err)
+			goto out;
 		n->flags |= KILN_NODE_HASHED;
 	}
-	/* one chunk per file when it fits, each a run of the tar */
-	while (bits < INDEX_CHUNK_MAX_BITS && (n->size - 1) >> bits)
-		bits++;
-	n->nr_chunks = kiln_div_round_up(n->size, 1ull << bits);
-	n->chunks = malloc(n->nr_chunks * sizeof(*n->chunks));
-	if (!n->chunks)
-		return -ENOMEM;
-	blk = start >> TAR_RECORD_BITS;
-	for (uint64_t i = 0; i < n->nr_chunks; i++)
-		n->chunks[i] = (uint32_t)(blk + (i << (bits - TAR_RECORD_BITS)));
 	n->datalayout = EROFS_INODE_CHUNK_BASED;
 	n->chunk_format = (uint16_t)(EROFS_CHUNK_FORMAT_INDEXES |
 				     (bits - TAR_RECORD_BITS));
 	n->chunk_device = 1;
-	b->feature_incompat |= EROFS_FEATURE_INCOMPAT_CHUNKED_FILE |
-			       EROFS_FEATURE_INCOMPAT_DEVICE_TABLE;
-	return 0;
+	b->feature_incompat |= EROFS_FEATURE_INCOMPAT_CHUNKED_FILE;
+out:
+	free(s.v);
+	return err;
 }
