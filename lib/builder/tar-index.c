@@ -36,7 +36,30 @@ struct kiln_tar_index {
 	int fd;
 	const uint8_t *map;
 	uint64_t size;
+	uint64_t released;		/* map bytes [0, released) let go */
 };
+
+/*
+ * The archive is read forward once: the pages of the map behind the
+ * current header are let go now and then (they stay in the page cache),
+ * so the build's resident memory does not grow with the tar.
+ */
+#define INDEX_RELEASE_STEP (32ull << 20)
+
+static void release_behind(struct kiln_tar_index *ti, struct archive *a)
+{
+	int64_t at = archive_read_header_position(a);
+	uint64_t pos;
+
+	if (at <= 0)
+		return;
+	pos = (uint64_t)at & ~(INDEX_RELEASE_STEP - 1);
+	if (pos <= ti->released || pos > ti->size)
+		return;
+	madvise((void *)(uintptr_t)(ti->map + ti->released),
+		(size_t)(pos - ti->released), MADV_DONTNEED);
+	ti->released = pos;
+}
 
 /* The tag of the tar's slot: its file name (the kernel reads no tag
  * when the device is given at mount). */
@@ -287,6 +310,7 @@ int kiln_tar_index_member(struct kiln_build *b, struct archive *a,
 	n->flags |= KILN_NODE_STREAMED;
 	n->datalayout = EROFS_INODE_FLAT_PLAIN;
 	b->stats.input_bytes += n->size;
+	release_behind(b->tindex, a);
 	if (!n->size)
 		return 0;
 	err = member_segs(b, a, label, n->size, &s);
