@@ -196,11 +196,12 @@ static int member_segs(struct kiln_build *b, struct archive *a,
 	const struct kiln_tar_index *ti = b->tindex;
 
 	for (;;) {
-		const void *buf;
-		size_t len;
-		int64_t off;
+		const void *buf = NULL;
+		size_t len = 0;
+		int64_t off = 0;
 		int r = archive_read_data_block(a, &buf, &len, &off);
-		uint64_t pos = (uint64_t)((const uint8_t *)buf - ti->map);
+		uintptr_t at = (uintptr_t)buf, base = (uintptr_t)ti->map;
+		uint64_t pos;
 		int err;
 
 		if (r == ARCHIVE_EOF)
@@ -212,7 +213,8 @@ static int member_segs(struct kiln_build *b, struct archive *a,
 		}
 		if (!len)
 			continue;
-		if ((const uint8_t *)buf < ti->map || off < 0 ||
+		pos = at >= base ? (uint64_t)(at - base) : UINT64_MAX;
+		if (pos == UINT64_MAX || off < 0 ||
 		    !kiln_range_ok(pos, len, ti->size) ||
 		    !kiln_range_ok((uint64_t)off, len, size)) {
 			kiln_log(&b->lg, KILN_LOG_ERROR, "%s: data not found "

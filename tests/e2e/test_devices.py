@@ -242,6 +242,9 @@ def test_compressed_or_streamed_tar_cannot_be_indexed(kiln, layer, work):
     assert "not a stream" in r.err
     r = kiln.fails("build", "--tar-index", layer, "-z", "lz4", img)
     assert "nothing to compress" in r.err
+    cut = short_copy(layer, work / "cut.tar", layer.stat().st_size // 2)
+    r = kiln.fails("build", "--tar-index", cut, img)
+    assert "runcated" in r.err, r.describe()
     assert not img.exists()
 
 
