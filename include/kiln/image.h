@@ -43,7 +43,8 @@ struct kiln_image_opts {
 	 * descriptors (the caller's, open until kiln_image_close()). Either
 	 * none or exactly as many as the image's table lists; each is
 	 * checked against its slot (size, and the UUID when the tag names
-	 * an EROFS image), and a wrong one fails the open with -EINVAL.
+	 * an EROFS image), and a wrong one fails the open with -EINVAL (one
+	 * that cannot be opened, with open(2)'s errno), logged.
 	 * Without them, data on an extra device reads as -ENODEV ("needs
 	 * device N"), unless the image itself holds that device's blocks
 	 * at its unified address (a flattened image).

@@ -249,6 +249,12 @@ def test_compressed_or_streamed_tar_cannot_be_indexed(kiln, layer, work):
     assert not img.exists()
 
 
+def test_index_is_reproducible(kiln, index, layer, work):
+    again = work / "again.erofs"
+    kiln.ok("build", "-j1", "--tar-index", layer, again)
+    assert again.read_bytes() == index.read_bytes()
+
+
 def test_index_needs_linux_6_4(kiln, layer, work):
     img = work / "old.erofs"
     r = kiln.fails("build", "--kernel", "6.3", "--tar-index", layer, img)
