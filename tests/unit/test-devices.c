@@ -347,6 +347,32 @@ TEST(chunk_past_the_device_end_is_corrupt_not_a_crash)
 	teardown();
 }
 
+TEST(device_table_outside_the_image_is_corrupt)
+{
+	const char *devs[] = { tar_path };
+	struct kiln_image *img = NULL;
+	uint8_t compat[4] = { 0 }, v[2];
+
+	setup();
+	write_tar(tar_path, false);
+	CHECK_EQ(build_index(tar_path), 0);
+	/* clear the checksum bit so the damage reaches the table check */
+	patch(img_path, 1024 + 8, compat, 4);
+	v[0] = 0xff;
+	v[1] = 0xff;
+	patch(img_path, 1024 + 0x56, v, 2);	/* extra_devices 65535 */
+	CHECK_EQ(kiln_image_open(&img, img_path, NULL), -KILN_ECORRUPT);
+	CHECK(img == NULL);
+	v[0] = 1;
+	v[1] = 0;
+	patch(img_path, 1024 + 0x56, v, 2);
+	v[0] = 0xf0;				/* devt_slotoff far out */
+	patch(img_path, 1024 + 0x58, v, 2);
+	CHECK_EQ(open_with(&img, img_path, devs, 1), -KILN_ECORRUPT);
+	CHECK(img == NULL);
+	teardown();
+}
+
 TEST(device_slot_decodes_48bit_fields_only_with_the_48bit_feature)
 {
 	uint8_t raw[128] = { 'b', 'l', 'o', 'b' };
@@ -378,4 +404,5 @@ TAP_MAIN(TAP_ENTRY(index_image_reads_its_files_from_the_tar),
 	 TAP_ENTRY(image_and_tar_concatenated_read_without_devices),
 	 TAP_ENTRY(compressed_tar_or_stream_cannot_be_indexed_and_leave_no_image),
 	 TAP_ENTRY(chunk_past_the_device_end_is_corrupt_not_a_crash),
+	 TAP_ENTRY(device_table_outside_the_image_is_corrupt),
 	 TAP_ENTRY(device_slot_decodes_48bit_fields_only_with_the_48bit_feature))
