@@ -19,6 +19,13 @@ extern "C" {
 enum kiln_source_kind {
 	KILN_SOURCE_DIR = 0,	/* @source is a directory */
 	KILN_SOURCE_TAR = 1,	/* @source is a tar file, "-" = stdin */
+	/*
+	 * @source is an uncompressed tar file that stays beside the image:
+	 * its members' data are not copied, the image's regular files point
+	 * into the tar, its extra device 1 (mount -o device=TAR). 512-byte
+	 * blocks, no compression; Linux 6.4+.
+	 */
+	KILN_SOURCE_TAR_INDEX = 2,
 };
 
 enum kiln_build_flags {

@@ -12,6 +12,7 @@
 #include "builder/internal.h"
 #include "builder/output.h"
 #include "builder/selabel.h"
+#include "builder/tar-index.h"
 #include "builder/zshift.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
@@ -37,6 +38,23 @@ static int build_setup(struct kiln_build *b, const char *source,
 	b->source = source;
 	b->image = image;
 	b->blkszbits = b->opts.blkszbits ? b->opts.blkszbits : 12;
+	if (b->opts.source_kind == KILN_SOURCE_TAR_INDEX) {
+		/* tar member data start on 512-byte records */
+		if (b->opts.blkszbits && b->opts.blkszbits != 9) {
+			kiln_log(&b->lg, KILN_LOG_ERROR, "--tar-index images "
+				 "have 512-byte blocks, as tar records are "
+				 "(-b %u asked)",
+				 1u << KILN_MIN(b->opts.blkszbits, 31u));
+			return -EINVAL;
+		}
+		if (b->opts.compress.codec != KILN_CODEC_NONE) {
+			kiln_log(&b->lg, KILN_LOG_ERROR, "--tar-index stores "
+				 "no file data in the image: there is nothing "
+				 "to compress (-z)");
+			return -EINVAL;
+		}
+		b->blkszbits = 9;
+	}
 	if (b->blkszbits < EROFS_MIN_BLKSZBITS ||
 	    b->blkszbits > EROFS_MAX_BLKSZBITS) {
 		kiln_log(&b->lg, KILN_LOG_ERROR,
@@ -51,7 +69,8 @@ static int build_setup(struct kiln_build *b, const char *source,
 		return -EINVAL;
 	}
 	if (b->opts.source_kind != KILN_SOURCE_DIR &&
-	    b->opts.source_kind != KILN_SOURCE_TAR) {
+	    b->opts.source_kind != KILN_SOURCE_TAR &&
+	    b->opts.source_kind != KILN_SOURCE_TAR_INDEX) {
 		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: unknown source kind %d",
 			 source, (int)b->opts.source_kind);
 		return -EINVAL;
@@ -151,6 +170,7 @@ static void build_release(struct kiln_build *b)
 	kiln_progress_release(&b->progress);
 	kiln_xattr_table_release(&b->xt);
 	kiln_selabel_close(b->selabel);
+	kiln_tar_index_close(b);
 	free(b->tails);
 	free(b->iobuf);
 }
@@ -187,7 +207,8 @@ KILN_API int kiln_build(const char *source, const char *image,
 				    kiln_super_first_data_blk(b->blkszbits),
 				    &b->lg);
 	/* 1. (tar) the tree and regular files' data, in one pass */
-	if (!err && b->opts.source_kind == KILN_SOURCE_TAR)
+	if (!err && (b->opts.source_kind == KILN_SOURCE_TAR ||
+		     b->opts.source_kind == KILN_SOURCE_TAR_INDEX))
 		err = kiln_tar_scan(b);
 	if (!err)
 		settle_times(b);

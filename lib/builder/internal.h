@@ -99,6 +99,7 @@ struct kiln_node {
 	uint8_t datalayout;		/* enum erofs_datalayout */
 	bool extended;
 	uint16_t chunk_format;		/* CHUNK_BASED */
+	uint16_t chunk_device;		/* CHUNK_BASED, 8-byte indexes: device */
 	kiln_blk_t startblk;		/* FLAT_*: first data block */
 	uint32_t *chunks;		/* CHUNK_BASED: block per chunk */
 	uint64_t nr_chunks;
@@ -149,6 +150,10 @@ struct kiln_build {
 	uint32_t feature_compat, feature_incompat;
 	kiln_blk_t meta_blkaddr;
 	kiln_blk_t xattr_blkaddr;
+	/* KILN_SOURCE_TAR_INDEX: the tar, extra device 1 (tar-index.c) */
+	struct kiln_tar_index *tindex;
+	uint64_t device_bytes;		/* the tar's size */
+	char device_tag[64];		/* its slot's tag, NUL padded */
 	uint64_t meta_start, meta_end;	/* inode area bytes */
 	uint64_t image_blocks;
 

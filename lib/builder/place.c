@@ -35,6 +35,27 @@ struct placer {
 	size_t nr_gaps;
 };
 
+/* Bytes per chunk table entry: 8-byte indexes name a device. */
+static unsigned int chunk_unit(const struct kiln_node *n)
+{
+	return (n->chunk_format & EROFS_CHUNK_FORMAT_INDEXES) ?
+	       sizeof(struct erofs_inode_chunk_index) : 4u;
+}
+
+/* Entry @i of @n's chunk table (EROFS_NULL_ADDR32: a hole). */
+static void encode_chunk(const struct kiln_node *n, uint64_t i, uint8_t *dst)
+{
+	uint32_t blk = n->chunks[i];
+
+	if (!(n->chunk_format & EROFS_CHUNK_FORMAT_INDEXES)) {
+		kiln_put_le32(dst, blk);
+		return;
+	}
+	kiln_put_le16(dst, 0);		/* startblk_hi: 32-bit blocks */
+	kiln_put_le16(dst + 2, blk == EROFS_NULL_ADDR32 ? 0 : n->chunk_device);
+	kiln_put_le32(dst + 4, blk);
+}
+
 static unsigned int meta_hdr_size(const struct kiln_node *n)
 {
 	return kiln_inode_core_size(n) + n->xattr_size;
@@ -63,7 +84,8 @@ static uint64_t footprint_at(const struct placer *p, const struct kiln_node *n,
 			return 0;
 		return end + n->tail_len - pos;
 	case EROFS_INODE_CHUNK_BASED:
-		return kiln_round_up(end, 4) + 4 * n->nr_chunks - pos;
+		return kiln_round_up(end, chunk_unit(n)) +
+		       chunk_unit(n) * n->nr_chunks - pos;
 	default:
 		return end - pos;
 	}
@@ -383,7 +405,8 @@ static int write_inode(struct kiln_build *b, struct kiln_node *n,
 	} else if (n->datalayout == EROFS_INODE_FLAT_INLINE) {
 		len = core + n->xattr_size + n->tail_len;
 	} else if (n->datalayout == EROFS_INODE_CHUNK_BASED) {
-		len = kiln_round_up(meta_end, 4) - n->inode_off + 4 * n->nr_chunks;
+		len = kiln_round_up(meta_end, chunk_unit(n)) - n->inode_off +
+		      chunk_unit(n) * n->nr_chunks;
 	} else {
 		len = core + n->xattr_size;
 	}
@@ -403,10 +426,11 @@ static int write_inode(struct kiln_build *b, struct kiln_node *n,
 	if (n->datalayout == EROFS_INODE_FLAT_INLINE) {
 		memcpy(p, kiln_data_tail(b, n), n->tail_len);
 	} else if (n->datalayout == EROFS_INODE_CHUNK_BASED) {
-		uint8_t *t = p + (kiln_round_up(meta_end, 4) - meta_end);
+		uint8_t *t = p + (kiln_round_up(meta_end, chunk_unit(n)) -
+				  meta_end);
 
 		for (uint64_t i = 0; i < n->nr_chunks; i++)
-			kiln_put_le32(t + 4 * i, n->chunks[i]);
+			encode_chunk(n, i, t + chunk_unit(n) * i);
 	}
 	return 0;
 }

@@ -28,6 +28,7 @@
 #include "builder/output.h"
 #include "builder/tar-acl.h"
 #include "builder/tar-data.h"
+#include "builder/tar-index.h"
 #include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
@@ -1134,8 +1135,14 @@ static int entry_data(struct tar *t, struct kiln_node *n,
 	struct kiln_build *b = t->b;
 	struct kiln_data_extent *ext;
 	size_t nr;
-	int err = sparse_map(t, n, e, &ext, &nr);
+	int err;
 
+	if (b->opts.source_kind == KILN_SOURCE_TAR_INDEX) {
+		err = kiln_tar_index_member(b, t->a, e, n, t->label);
+		kiln_progress_add_done(&b->progress, 1, n->size);
+		return err;
+	}
+	err = sparse_map(t, n, e, &ext, &nr);
 	if (err)
 		return err;
 	/* compress hints match the entry's path: the node is not linked yet */
@@ -1481,6 +1488,23 @@ static int tar_finish(struct tar *t)
 	return 0;
 }
 
+/* The archive formats besides tar that --tar reads (tar_open()). */
+static void tar_support_formats(struct archive *a)
+{
+	archive_read_support_format_cpio(a);
+	archive_read_support_format_zip(a);
+	archive_read_support_format_7zip(a);
+	archive_read_support_format_rar(a);
+	archive_read_support_format_rar5(a);
+	archive_read_support_format_iso9660(a);
+	archive_read_support_format_xar(a);
+	archive_read_support_format_cab(a);
+	archive_read_support_format_lha(a);
+	archive_read_support_format_ar(a);
+	archive_read_support_format_warc(a);
+	archive_read_support_format_empty(a);
+}
+
 static int tar_open(struct tar *t)
 {
 	struct kiln_build *b = t->b;
@@ -1492,21 +1516,12 @@ static int tar_open(struct tar *t)
 	/*
 	 * Every archive format libarchive reads that holds a tree, but not
 	 * mtree (a text that names files on this machine, which would make
-	 * a build read them) nor raw (one file without a name).
+	 * a build read them) nor raw (one file without a name). An index
+	 * points into the archive's records: tar only.
 	 */
 	archive_read_support_format_tar(t->a);
-	archive_read_support_format_cpio(t->a);
-	archive_read_support_format_zip(t->a);
-	archive_read_support_format_7zip(t->a);
-	archive_read_support_format_rar(t->a);
-	archive_read_support_format_rar5(t->a);
-	archive_read_support_format_iso9660(t->a);
-	archive_read_support_format_xar(t->a);
-	archive_read_support_format_cab(t->a);
-	archive_read_support_format_lha(t->a);
-	archive_read_support_format_ar(t->a);
-	archive_read_support_format_warc(t->a);
-	archive_read_support_format_empty(t->a);
+	if (b->opts.source_kind != KILN_SOURCE_TAR_INDEX)
+		tar_support_formats(t->a);
 	/* filters that run no external program where libarchive has them */
 	archive_read_support_filter_gzip(t->a);
 	archive_read_support_filter_bzip2(t->a);
@@ -1517,6 +1532,8 @@ static int tar_open(struct tar *t)
 	archive_read_support_filter_compress(t->a);
 	archive_read_support_filter_lzip(t->a);
 	archive_read_support_filter_uu(t->a);
+	if (b->opts.source_kind == KILN_SOURCE_TAR_INDEX)
+		return kiln_tar_index_open(b, t->a);
 	if (!strcmp(b->source, "-"))
 		r = archive_read_open_fd(t->a, 0, TAR_READ_BLOCK);
 	else

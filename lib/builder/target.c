@@ -139,7 +139,9 @@ static size_t list_asks(const struct kiln_build *b, struct ask *a)
 	if (z && codec_feature(o->compress.codec) != KILN_KF_EROFS)
 		ASK(codec_feature(o->compress.codec), "-z %s",
 		    kiln_codec_name(o->compress.codec));
-	if (b->blkszbits < 12)
+	if (o->source_kind == KILN_SOURCE_TAR_INDEX)
+		ASK(KILN_KF_DEVICES_SUBPAGE, "--tar-index");
+	else if (b->blkszbits < 12)
 		ASK(z ? KILN_KF_SUBPAGE_COMPRESSED : KILN_KF_SUBPAGE,
 		    "-b %u%s", b->blksz, z ? " with compression" : "");
 	if (!z)

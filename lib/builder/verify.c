@@ -351,6 +351,9 @@ int kiln_verify(struct kiln_build *b, uint64_t size)
 		.log = b->opts.log,
 		.log_ctx = b->opts.log_ctx,
 		.cache = KILN_CACHE_NONE,
+		/* --tar-index: the file data are the tar's */
+		.devices = &b->source,
+		.nr_devices = b->opts.source_kind == KILN_SOURCE_TAR_INDEX,
 	};
 	struct verify v = { .b = b };
 	int fd = kiln_out_fd(b->out), err;

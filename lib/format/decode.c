@@ -365,3 +365,19 @@ void kiln_decode_chunk(const struct kiln_sb *sb, const struct kiln_inode *in,
 	c->blk = blk;
 	c->device = kiln_le16(d.device_id) & device_mask(sb->extra_devices);
 }
+
+void kiln_decode_devslot(const struct kiln_sb *sb, const void *raw,
+			 struct kiln_devslot *d)
+{
+	struct erofs_deviceslot s;
+
+	memcpy(&s, raw, sizeof(s));
+	memcpy(d->tag, s.tag, sizeof(s.tag));
+	d->tag[sizeof(s.tag)] = '\0';
+	d->blocks = kiln_le32(s.blocks_lo);
+	d->uniaddr = kiln_le32(s.uniaddr_lo);
+	if (sb->feature_incompat & EROFS_FEATURE_INCOMPAT_48BIT) {
+		d->blocks |= (uint64_t)kiln_le16(s.blocks_hi) << 32;
+		d->uniaddr |= (uint64_t)kiln_le16(s.uniaddr_hi) << 32;
+	}
+}

@@ -161,6 +161,20 @@ struct erofs_inode_chunk_index {
 } __attribute__((packed));
 _Static_assert(sizeof(struct erofs_inode_chunk_index) == 8, "chunk index");
 
+/* one slot of the device table (INCOMPAT_DEVICE_TABLE), at devt_slotoff * 128 */
+#define EROFS_DEVT_SLOT_SIZE	128u
+#define EROFS_DEVICE_TAG_LEN	64u
+struct erofs_deviceslot {
+	uint8_t tag[EROFS_DEVICE_TAG_LEN];	/* NUL padded: a path, digest or UUID */
+	uint32_t blocks_lo;		/* device size in blocks */
+	uint32_t uniaddr_lo;		/* first block in the unified address space */
+	uint16_t blocks_hi;		/* 48BIT only */
+	uint16_t uniaddr_hi;		/* 48BIT only */
+	uint8_t reserved[52];
+} __attribute__((packed));
+_Static_assert(sizeof(struct erofs_deviceslot) == EROFS_DEVT_SLOT_SIZE,
+	       "device slot");
+
 /* inline xattr area header, right after the inode core */
 struct erofs_xattr_ibody_header {
 	uint32_t h_name_filter;		/* bloom: set bit = no such name */

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <isa-l/crc.h>
 #include <linux/fs.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -263,18 +264,6 @@ static int load_prefixes(struct kiln_image *img)
 	return err;
 }
 
-static int check_devices(struct kiln_image *img)
-{
-	uint64_t off = (uint64_t)img->sb.devt_slotoff * 128;
-	uint64_t len = (uint64_t)img->sb.extra_devices * 128;
-
-	if (img->sb.extra_devices && !kiln_metabuf_get(img, off, len))
-		return KILN_CORRUPT(img, "device table (%u slots at %llu) outside the image",
-				    img->sb.extra_devices,
-				    (unsigned long long)off);
-	return 0;
-}
-
 static int check_root(struct kiln_image *img)
 {
 	struct kiln_inode root;
@@ -296,7 +285,22 @@ static int check_root(struct kiln_image *img)
 	return 0;
 }
 
-static int read_super(struct kiln_image *img)
+static int open_devices(struct kiln_image *img,
+			const struct kiln_image_opts *opts)
+{
+	size_t n = opts ? opts->struct_size : 0;
+
+	if (n < offsetof(struct kiln_image_opts, nr_devices) +
+		 sizeof(opts->nr_devices) || !opts->nr_devices)
+		return kiln_devices_open(img, NULL, NULL, 0);
+	if (!opts->devices && !opts->device_fds)
+		return -EINVAL;
+	return kiln_devices_open(img, opts->devices, opts->device_fds,
+				 opts->nr_devices);
+}
+
+static int read_super(struct kiln_image *img,
+		      const struct kiln_image_opts *opts)
 {
 	const char *why = NULL;
 	size_t len;
@@ -326,7 +330,7 @@ static int read_super(struct kiln_image *img)
 				    (unsigned long long)img->sb.root_nid);
 	err = scan_compr_cfgs(img);
 	if (!err)
-		err = check_devices(img);
+		err = open_devices(img, opts);
 	if (!err)
 		err = kiln_mbx_open(img);
 	if (!err)
@@ -400,7 +404,7 @@ static int image_open(struct kiln_image **out, int fd, bool own_fd,
 		img->fd = fd;
 	err = image_map(img, fd);
 	if (!err)
-		err = read_super(img);
+		err = read_super(img, opts);
 	if (err) {
 		kiln_image_close(img);
 		return err;
@@ -433,6 +437,7 @@ KILN_API void kiln_image_close(struct kiln_image *img)
 		return;
 	kiln_mbx_close(img);
 	kiln_zimage_release(img);
+	kiln_devices_close(img);
 	if (img->map)
 		munmap((void *)(uintptr_t)img->map, (size_t)img->size);
 	if (img->fd >= 0)
@@ -466,6 +471,7 @@ KILN_API void kiln_image_get_info(const struct kiln_image *img,
 	info->meta_blkaddr = sb->meta_blkaddr;
 	info->xattr_blkaddr = sb->xattr_blkaddr;
 	info->metabox_nid = sb->metabox_nid;
+	info->extra_devices = sb->extra_devices;
 }
 
 KILN_API kiln_nid_t kiln_image_root(const struct kiln_image *img)

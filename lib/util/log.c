@@ -114,6 +114,8 @@ KILN_API const char *kiln_strerror(int err)
 		return "file too large";
 	case EACCES:
 		return "permission denied";
+	case ENODEV:
+		return "needs an extra device that was not given";
 	default:
 		/* strerror() of glibc returns constant strings for known codes */
 		return strerror(err);

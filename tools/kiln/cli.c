@@ -194,13 +194,25 @@ void cli_log_fn(void *ctx, enum kiln_log_level level, const char *msg)
 		cli_error(lg->image, "%s", msg);
 }
 
+int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
+		   const char *arg)
+{
+	if (devs->count == CLI_MAX_DEVICES)
+		return cli_usage_error(spec, "at most %u --device options",
+				       CLI_MAX_DEVICES);
+	devs->paths[devs->count++] = arg;
+	return 0;
+}
+
 int cli_open_image(struct kiln_image **img, const char *path,
-		   struct cli_log *lg)
+		   struct cli_log *lg, const struct cli_devices *devs)
 {
 	struct kiln_image_opts opts = {
 		.struct_size = sizeof(opts),
 		.log = cli_log_fn,
 		.log_ctx = lg,
+		.devices = devs ? devs->paths : NULL,
+		.nr_devices = devs ? devs->count : 0,
 	};
 	int err;
 
@@ -208,8 +220,8 @@ int cli_open_image(struct kiln_image **img, const char *path,
 	err = kiln_image_open(img, path, &opts);
 	if (err) {
 		/* a corrupt superblock was already described by the log */
-		if (!(err == -KILN_ECORRUPT && lg->have_last &&
-		      !lg->quiet_errors))
+		if (!((err == -KILN_ECORRUPT || err == -EINVAL) &&
+		      lg->have_last && !lg->quiet_errors))
 			cli_error(path, "cannot open image: %s",
 				  kiln_strerror(err));
 		else

@@ -83,9 +83,32 @@ void cli_log_fn(void *ctx, enum kiln_log_level level, const char *msg);
 void cli_error(const char *image, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* Open @path logging to @lg; prints the reason and returns it on failure. */
+/*
+ * --device PATH, repeatable, for every command that reads an image: its
+ * extra devices, in the order of the image's device table.
+ */
+#define CLI_MAX_DEVICES 64
+enum { CLI_OPT_DEVICE = 0x1000 };
+#define CLI_DEVICE_OPTION \
+	{ "device", CLI_OPT_DEVICE, "PATH", "an extra device of the image " \
+	  "(a blob, or the tar of a --tar-index image); repeat for each, " \
+	  "in device-table order" }
+
+struct cli_devices {
+	const char *paths[CLI_MAX_DEVICES];
+	unsigned int count;
+};
+
+/* Add @arg to @devs: 0, or a usage error printed (returns 2). */
+int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
+		   const char *arg);
+
+/*
+ * Open @path (with the extra devices @devs, may be NULL) logging to @lg;
+ * prints the reason and returns it on failure.
+ */
 int cli_open_image(struct kiln_image **img, const char *path,
-		   struct cli_log *lg);
+		   struct cli_log *lg, const struct cli_devices *devs);
 
 /* "512 B", "1.5 KiB", "3.0 GiB" into @buf. Returns @buf. */
 const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);

@@ -54,6 +54,7 @@ enum {
 	OPT_PACKED_ORDER,
 	OPT_PACKED_PCLUSTER,
 	OPT_TAR,
+	OPT_TAR_INDEX,
 	OPT_VERIFY,
 	OPT_FILE_CONTEXTS,
 	OPT_MOUNT_POINT,
@@ -267,6 +268,13 @@ static int set_tar(struct build_cli *c, const char *arg)
 {
 	c->tar = arg;
 	c->opts.source_kind = KILN_SOURCE_TAR;
+	return 0;
+}
+
+static int set_tar_index(struct build_cli *c, const char *arg)
+{
+	c->tar = arg;
+	c->opts.source_kind = KILN_SOURCE_TAR_INDEX;
 	return 0;
 }
 
@@ -639,6 +647,11 @@ static const struct build_option {
 			"warc, plain or gzip, bzip2, xz, lzma, zstd, lz4, "
 			"compress (.Z), lzip or uuencoded (7z and zip are "
 			"best read from a file, not a pipe)" }, set_tar },
+	{ { "tar-index", OPT_TAR_INDEX, "FILE", "build an index of the "
+			"uncompressed tar FILE: the file data stay in FILE, "
+			"the image's extra device (mount -t erofs -o "
+			"device=FILE; kiln's reading commands take --device "
+			"FILE); 512-byte blocks, Linux 6.4+" }, set_tar_index },
 	{ { "verify", OPT_VERIFY, NULL, "read the image back and compare it "
 			"with the source before renaming it into place" },
 	  set_verify },
@@ -652,7 +665,8 @@ static struct cli_option build_cli_options[NR_BUILD_OPTIONS];
 
 static const struct cli_spec build_spec = {
 	.cmd = "build",
-	.usage = "[OPTIONS] SOURCE IMAGE\n       kiln build [OPTIONS] --tar FILE|- IMAGE",
+	.usage = "[OPTIONS] SOURCE IMAGE\n       kiln build [OPTIONS] --tar FILE|- IMAGE\n"
+		 "       kiln build [OPTIONS] --tar-index FILE IMAGE",
 	.summary = "Build the EROFS image IMAGE from the directory SOURCE "
 		   "(or an archive: --tar). "
 		   "SOURCE_DATE_EPOCH, if set,\nsets the build time and clamps "
@@ -746,8 +760,9 @@ int cmd_build(int argc, char **argv)
 		goto out;
 	}
 	if (argc - optind != (c.tar ? 1 : 2)) {
-		rc = cli_usage_error(&build_spec, c.tar ? "--tar: expected "
-				     "only IMAGE" : "expected SOURCE and IMAGE");
+		rc = cli_usage_error(&build_spec, c.tar ? "--tar, --tar-index: "
+				     "expected only IMAGE" :
+				     "expected SOURCE and IMAGE");
 		goto out;
 	}
 	c.opts.excludes = c.excludes;

@@ -29,6 +29,7 @@ static const struct cli_option extract_options[] = {
 	{ "no-times", OPT_NO_TIMES, NULL, "do not restore modification times" },
 	{ "quiet", 'q', NULL, "no warnings" },
 	{ "verbose", 'v', NULL, "print a summary at the end" },
+	CLI_DEVICE_OPTION,
 };
 
 static const struct cli_spec extract_spec = {
@@ -77,6 +78,7 @@ int cmd_extract(int argc, char **argv)
 	struct kiln_extract_opts opts = { .struct_size = sizeof(opts) };
 	struct kiln_extract_stats stats;
 	struct extract_cli ctx = { 0 };
+	struct cli_devices devs = { .count = 0 };
 	struct kiln_image *img;
 	struct cli_log lg;
 	const char *arg, *dest, *src = "/";
@@ -100,6 +102,10 @@ int cmd_extract(int argc, char **argv)
 		case OPT_NO_TIMES: opts.flags |= KILN_EXTRACT_NO_TIMES; break;
 		case 'q': ctx.quiet = true; break;
 		case 'v': verbose = true; break;
+		case CLI_OPT_DEVICE:
+			if (cli_add_device(&extract_spec, &devs, arg))
+				return 2;
+			break;
 		}
 	}
 	if (c != CLI_OPT_END)
@@ -113,7 +119,7 @@ int cmd_extract(int argc, char **argv)
 		src = argv[optind + 2];
 
 	cli_log_init(&lg, ctx.image, KILN_LOG_WARN);
-	if (cli_open_image(&img, ctx.image, &lg))
+	if (cli_open_image(&img, ctx.image, &lg, &devs))
 		return 1;
 	opts.msg = on_msg;
 	opts.ctx = &ctx;

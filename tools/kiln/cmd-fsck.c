@@ -16,11 +16,12 @@ static const struct cli_option fsck_options[] = {
 	{ "verbose", 'v', NULL, "print every problem, not just the first" },
 	{ "no-data", OPT_NO_DATA, NULL, "check metadata only, do not read "
 					"file data" },
+	CLI_DEVICE_OPTION,
 };
 
 static const struct cli_spec fsck_spec = {
 	.cmd = "fsck",
-	.usage = "[-q] [-v] [--no-data] IMAGE",
+	.usage = "[-q] [-v] [--no-data] [--device PATH]... IMAGE",
 	.summary = "Check IMAGE: every inode reachable from the root, "
 		   "directories, link counts, xattrs and every byte of data.\n"
 		   "A clean result proves the structure: the superblock (and "
@@ -30,6 +31,9 @@ static const struct cli_spec fsck_spec = {
 		   "cannot prove\nthe data: EROFS stores no checksum of file "
 		   "data, so a changed byte in a file's\nstored or raw blocks "
 		   "still passes.\n"
+		   "Data on an extra device (--blobdev, --tar-index images) "
+		   "is read from the\n--device given for it; without it, "
+		   "fsck says which device is needed and\nexits 1.\n"
 		   "Exit status: 0 sound, 1 corrupt, 2 usage or I/O error.",
 	.opts = fsck_options,
 	.nr_opts = sizeof(fsck_options) / sizeof(fsck_options[0]),
@@ -40,6 +44,7 @@ struct fsck_cli {
 	struct cli_log *lg;
 	bool verbose;
 	uint64_t printed;
+	uint64_t need_device;		/* problems: an extra device missing */
 };
 
 static int on_problem(void *ctx, const struct kiln_fsck_problem *p)
@@ -47,7 +52,8 @@ static int on_problem(void *ctx, const struct kiln_fsck_problem *p)
 	struct fsck_cli *c = ctx;
 	const char *detail = NULL;
 
-	if (p->err == -KILN_ECORRUPT && c->lg->have_last)
+	if ((p->err == -KILN_ECORRUPT || p->err == -ENODEV) &&
+	    c->lg->have_last)
 		detail = c->lg->last;	/* the reader said what is wrong */
 	else if (p->err)
 		detail = kiln_strerror(p->err);
@@ -56,6 +62,8 @@ static int on_problem(void *ctx, const struct kiln_fsck_problem *p)
 			  (unsigned long long)p->nid, p->what,
 			  detail ? ": " : "", detail ? detail : "");
 	c->printed++;
+	if (p->err == -ENODEV)
+		c->need_device++;
 	c->lg->have_last = false;
 	return 0;
 }
@@ -65,6 +73,7 @@ int cmd_fsck(int argc, char **argv)
 	struct kiln_fsck_opts opts = { .struct_size = sizeof(opts) };
 	struct kiln_fsck_report rep;
 	struct fsck_cli ctx = { 0 };
+	struct cli_devices devs = { .count = 0 };
 	struct kiln_image *img;
 	struct cli_log lg;
 	const char *arg;
@@ -76,6 +85,10 @@ int cmd_fsck(int argc, char **argv)
 		case 'q': quiet = true; break;
 		case 'v': ctx.verbose = true; break;
 		case OPT_NO_DATA: opts.flags |= KILN_FSCK_METADATA_ONLY; break;
+		case CLI_OPT_DEVICE:
+			if (cli_add_device(&fsck_spec, &devs, arg))
+				return 2;
+			break;
 		}
 	}
 	if (c != CLI_OPT_END)
@@ -87,7 +100,7 @@ int cmd_fsck(int argc, char **argv)
 
 	cli_log_init(&lg, ctx.image, ctx.verbose ? KILN_LOG_INFO :
 						   KILN_LOG_WARN);
-	err = cli_open_image(&img, ctx.image, &lg);
+	err = cli_open_image(&img, ctx.image, &lg, &devs);
 	if (err)	/* a bad superblock is corruption; a missing file is not */
 		return err == -KILN_ECORRUPT || err == -EOPNOTSUPP ? 1 : 2;
 	/* reader errors are shown as the detail of the problem they cause */
@@ -105,6 +118,13 @@ int cmd_fsck(int argc, char **argv)
 		cli_error(ctx.image, "fsck: %llu problem%s found",
 			  (unsigned long long)rep.problems,
 			  rep.problems == 1 ? "" : "s");
+		if (ctx.need_device)
+			cli_error(ctx.image, "fsck: %llu of them need%s an extra "
+				  "device that was not given: pass each with "
+				  "--device, in device-table order (kiln info "
+				  "lists them)",
+				  (unsigned long long)ctx.need_device,
+				  ctx.need_device == 1 ? "s" : "");
 		return 1;
 	}
 	if (!quiet) {

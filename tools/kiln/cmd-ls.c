@@ -33,11 +33,13 @@ static const struct cli_option ls_options[] = {
 	{ "directory", 'd', NULL, "show a directory itself, not its "
 				  "contents" },
 	{ "inode", 'i', NULL, "show each entry's nid" },
+	CLI_DEVICE_OPTION,
 };
 
 static const struct cli_spec ls_spec = {
 	.cmd = "ls",
-	.usage = "[-l] [-a] [-R] [-n] [-d] [-i] IMAGE [PATH]",
+	.usage = "[-l] [-a] [-R] [-n] [-d] [-i] [--device PATH]... IMAGE "
+		 "[PATH]",
 	.summary = "List directory PATH (default /) of IMAGE, or show PATH "
 		   "itself if it is not a directory.",
 	.opts = ls_options,
@@ -426,6 +428,7 @@ static int list_tree(struct ls *ls, const char *path, kiln_nid_t nid)
 int cmd_ls(int argc, char **argv)
 {
 	struct ls ls = { .status = 0 };
+	struct cli_devices devs = { .count = 0 };
 	struct kiln_image *img;
 	struct cli_log lg;
 	struct kiln_stat st;
@@ -441,6 +444,10 @@ int cmd_ls(int argc, char **argv)
 		case 'n': ls.flags |= LS_NUMERIC | LS_LONG; break;
 		case 'd': ls.flags |= LS_DIRECTORY; break;
 		case 'i': ls.flags |= LS_INODE; break;
+		case CLI_OPT_DEVICE:
+			if (cli_add_device(&ls_spec, &devs, arg))
+				return 2;
+			break;
 		}
 	}
 	if (c != CLI_OPT_END)
@@ -451,7 +458,7 @@ int cmd_ls(int argc, char **argv)
 	path = argc - optind == 2 ? argv[optind + 1] : "/";
 
 	cli_log_init(&lg, image, KILN_LOG_WARN);
-	if (cli_open_image(&img, image, &lg))
+	if (cli_open_image(&img, image, &lg, &devs))
 		return 1;
 	ls.img = img;
 	ls.image = image;

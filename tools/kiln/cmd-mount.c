@@ -34,6 +34,7 @@ struct mount_opts {
 	char mnt_path[PATH_MAX];	/* absolute mount point */
 	bool user_fsname;		/* -o fsname= given */
 	char fuse_o[4096];		/* -o list handed to libfuse */
+	struct cli_devices devs;	/* --device, in table order */
 };
 
 static const struct cli_option mount_options[] = {
@@ -41,6 +42,7 @@ static const struct cli_option mount_options[] = {
 	{ "debug", 'd', NULL, "log every request (implies -f)" },
 	{ "single-thread", 's', NULL, "handle requests in one thread" },
 	{ "options", 'o', "OPT[,OPT...]", "mount options, see below" },
+	CLI_DEVICE_OPTION,
 };
 
 static const struct cli_spec mount_spec = {
@@ -223,6 +225,10 @@ static int parse_args(struct mount_opts *o, int argc, char **argv)
 			if (apply_o(o, arg))
 				return -1;
 			break;
+		case CLI_OPT_DEVICE:
+			if (cli_add_device(&mount_spec, &o->devs, arg))
+				return -1;
+			break;
 		case CLI_OPT_HELP:
 			mount_o_help();
 			return 1;
@@ -280,6 +286,8 @@ static int open_image(struct mount_opts *o, struct kiln_fuse_fs *fs)
 		.log = kiln_fuse_lib_log,
 		.log_ctx = fs,
 		.cache = o->cache,
+		.devices = o->devs.paths,
+		.nr_devices = o->devs.count,
 	};
 	struct kiln_image *img;
 	int fd = open(o->image, O_RDONLY | O_CLOEXEC), err;
