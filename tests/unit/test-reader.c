@@ -832,9 +832,9 @@ static void fix_crc(uint8_t *d, size_t size)
 static bool err_ok(long long err)
 {
 	switch (-err) {
-	case KILN_ECORRUPT: case EOPNOTSUPP: case ENOENT: case ENOTDIR:
-	case EINVAL: case ERANGE: case ENODATA: case ELOOP: case ENXIO:
-	case ENAMETOOLONG: case ENOMEM:
+	case KILN_ECORRUPT: case KILN_ENOTEROFS: case EOPNOTSUPP:
+	case ENOENT: case ENOTDIR: case EINVAL: case ERANGE: case ENODATA:
+	case ELOOP: case ENXIO: case ENAMETOOLONG: case ENOMEM:
 		return true;
 	default:
 		return err >= 0;
@@ -1007,7 +1007,7 @@ TEST(superblock_fields_at_limits_are_refused)
 		CHECK_EQ(open_err, expect);				\
 	} while (0)
 	MUTATE((void)0, 0);
-	MUTATE(c[1024] ^= 1, -KILN_ECORRUPT);			/* magic */
+	MUTATE(c[1024] ^= 1, -KILN_ENOTEROFS);			/* magic */
 	MUTATE(c[1036] = 8, -KILN_ECORRUPT);			/* blkszbits */
 	MUTATE(c[1036] = 13, -EOPNOTSUPP);
 	MUTATE(c[1036 + 0x5A - 0x0C] = 1, -EOPNOTSUPP);		/* dirblkbits */

@@ -516,7 +516,11 @@ static const struct build_option {
 	{ { "mtime", 'T', "SECONDS", "give every file this mtime (seconds "
 				     "since the epoch)" }, set_mtime },
 	{ { "exclude", 'x', "PATTERN", "skip paths or names matching this "
-				       "glob (repeatable)" }, add_exclude },
+			"glob (repeatable): '/usr/lib/*.a' (a leading '/') "
+			"matches the whole path from the source root, '*' not "
+			"crossing '/' (directory sources only); '*.o' or "
+			"'cache' matches any file's name or its path from the "
+			"root" }, add_exclude },
 	{ { "exclude-from", OPT_EXCLUDE_FROM, "FILE", "read exclude patterns "
 						      "from FILE, one a line" },
 	  add_exclude_from },
@@ -536,8 +540,11 @@ static const struct build_option {
 	{ { "memory-limit", OPT_MEMORY_LIMIT, "BYTES", "bound on file data "
 			"in flight and codec workspaces (suffix K, M, G; "
 			"default 64M or 8M per thread)" }, set_memory_limit },
-	{ { "compress", 'z', "ALG[:LEVEL]", "compress files: lz4, lz4hc, "
-			"lzma, deflate or zstd (default: none)" }, set_compress },
+	{ { "compress", 'z', "ALG[:LEVEL]", "compress files (default: "
+			"none): lz4, lz4hc (1-12, default 9), deflate (1-12, "
+			"default 6), zstd (-100..-1 fast, 1-22, default 3; 0 "
+			"is the default), lzma (0-9 or 0e-9e extreme, default "
+			"6)" }, set_compress },
 	{ { "kernel", OPT_KERNEL, "VERSION", "oldest Linux the image must "
 			"mount on without warnings: 5.4 ... 6.17 or latest; "
 			"picks the layout, savers and defaults (default 6.1, "

@@ -30,7 +30,10 @@ static const struct cli_spec fsck_spec = {
 		   "cannot prove\nthe data: EROFS stores no checksum of file "
 		   "data, so a changed byte in a file's\nstored or raw blocks "
 		   "still passes.\n"
-		   "Exit status: 0 sound, 1 corrupt, 2 usage or I/O error.",
+		   "Exit status: 0 sound; 1 corrupt (an EROFS image that fails a "
+		   "check, or uses\na feature kiln lacks); 2 usage or I/O "
+		   "error, or IMAGE is no EROFS image at all\n(empty, shorter "
+		   "than a superblock, no EROFS magic, a directory).",
 	.opts = fsck_options,
 	.nr_opts = sizeof(fsck_options) / sizeof(fsck_options[0]),
 };
@@ -88,7 +91,11 @@ int cmd_fsck(int argc, char **argv)
 	cli_log_init(&lg, ctx.image, ctx.verbose ? KILN_LOG_INFO :
 						   KILN_LOG_WARN);
 	err = cli_open_image(&img, ctx.image, &lg);
-	if (err)	/* a bad superblock is corruption; a missing file is not */
+	/*
+	 * A bad superblock is corruption; a file that is no EROFS image at
+	 * all (or a directory, or a missing file) is a usage error.
+	 */
+	if (err)
 		return err == -KILN_ECORRUPT || err == -EOPNOTSUPP ? 1 : 2;
 	/* reader errors are shown as the detail of the problem they cause */
 	lg.quiet_errors = true;

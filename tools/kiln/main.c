@@ -23,6 +23,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: kiln COMMAND [OPTIONS] ...\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\noptions:\n  %-26s %s\n  %-26s %s\n", "-h, --help",
+		"show this help", "-V, --version", "show kiln's version");
 	fprintf(f, "\n'kiln COMMAND --help' describes a command.\n");
 }
 
@@ -36,8 +38,8 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (!strcmp(argv[1], "--version")) {
-		printf("kiln %s\n", kiln_version());
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		cli_version();
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
