@@ -196,6 +196,8 @@ KILN_API int kiln_build(const char *source, const char *image,
 		err = kiln_out_open(&b->out, image, b->blkszbits,
 				    kiln_super_first_data_blk(b->blkszbits),
 				    &b->lg);
+	if (!err)
+		kiln_out_set_progress(b->out, &b->progress);
 	/* 1. (tar) the tree and regular files' data, in one pass */
 	if (!err && b->opts.source_kind == KILN_SOURCE_TAR)
 		err = kiln_tar_scan(b);
@@ -224,8 +226,8 @@ KILN_API int kiln_build(const char *source, const char *image,
 		err = kiln_out_commit(out, b->image_blocks << b->blkszbits);
 	}
 	if (!err) {
-		kiln_progress_add_out(&b->progress,
-				      b->image_blocks << b->blkszbits);
+		kiln_progress_out_reach(&b->progress,
+					b->image_blocks << b->blkszbits);
 		kiln_progress_end(&b->progress);
 		b->stats.peak_rss = kiln_peak_rss();
 		b->stats.image_bytes = b->image_blocks << b->blkszbits;

@@ -6,11 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <kiln/builder.h>
 #include <kiln/kernel.h>
 
 #include "cli.h"
+#include "interrupt.h"
 #include "progress.h"
 
 struct build_cli {
@@ -627,6 +629,27 @@ static const struct cli_spec build_spec = {
 	.nr_opts = NR_BUILD_OPTIONS,
 };
 
+/*
+ * Ctrl-C: the image goes to an unnamed temporary file, so an interrupted
+ * build leaves no file and an existing image as it was; a block device is
+ * written in place and holds a partial image.
+ */
+static void on_interrupt_say_left(struct build_cli *c, const char *image)
+{
+	char left[512], name[400];
+	struct stat st;
+
+	cli_copy_cut(name, sizeof(name), image);
+	if (!stat(image, &st) && S_ISBLK(st.st_mode))
+		snprintf(left, sizeof(left), "the device %s holds a partial "
+			 "image", name);
+	else if (!stat(image, &st))
+		snprintf(left, sizeof(left), "%s left as it was", name);
+	else
+		snprintf(left, sizeof(left), "no image written");
+	cli_interrupt_install("build", left, &c->progress.line_open);
+}
+
 static void build_log(void *ctx, enum kiln_log_level level, const char *msg)
 {
 	struct build_cli *c = ctx;
@@ -722,6 +745,7 @@ int cmd_build(int argc, char **argv)
 		c.opts.progress = cli_progress_show;
 		c.opts.progress_ctx = &c.progress;
 	}
+	on_interrupt_say_left(&c, argv[argc - 1]);
 	err = kiln_build(c.tar ? c.tar : argv[optind], argv[argc - 1],
 			 &c.opts, &stats);
 	cli_progress_clear(&c.progress);

@@ -6,6 +6,7 @@
 #include <kiln/image.h>
 
 #include "cli.h"
+#include "interrupt.h"
 
 enum {
 	OPT_NO_DATA = 256,
@@ -101,6 +102,7 @@ int cmd_fsck(int argc, char **argv)
 	lg.quiet_errors = true;
 	opts.problem = on_problem;
 	opts.ctx = &ctx;
+	cli_interrupt_install("fsck", NULL, NULL);
 	err = kiln_fsck(img, &opts, &rep);
 	kiln_image_close(img);
 	if (err && err != -KILN_ECORRUPT) {
