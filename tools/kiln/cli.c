@@ -85,8 +85,6 @@ void cli_usage(FILE *f, const struct cli_spec *spec)
 {
 	fprintf(f, "usage: kiln %s %s\n%s\n", spec->cmd, spec->usage,
 		spec->summary);
-	if (!spec->nr_opts)
-		return;
 	fprintf(f, "\noptions:\n");
 	for (size_t i = 0; i < spec->nr_opts; i++) {
 		const struct cli_option *o = &spec->opts[i];
