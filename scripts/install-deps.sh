@@ -1,5 +1,7 @@
 #!/bin/sh
-# Install the Debian packages kiln needs to build, test and benchmark.
+# Install the Debian packages kiln needs to build, test and benchmark
+# (man-db, groff-base and zsh: the tests of the generated man pages and
+# completions; shellcheck: CI's script check; gnuplot-nox: bench/report.sh).
 # Only what is missing is installed; nothing is downloaded otherwise.
 set -eu
 
@@ -8,7 +10,8 @@ libzstd-dev liblz4-dev libdeflate-dev liblzma-dev libfuse3-dev fuse3
 libarchive-dev libxxhash-dev libisal-dev libselinux1-dev python3
 python3-pytest attr selinux-utils
 erofs-utils squashfs-tools squashfuse fio zstd xz-utils bzip2 gzip
-util-linux kmod time bc"
+util-linux kmod time bc
+man-db groff-base zsh shellcheck gnuplot-nox"
 
 missing=""
 for p in $PKGS; do
