@@ -134,22 +134,22 @@ static void build_tree(void)
 
 	path_of(p, sizeof(p), "small");
 	path_of(q, sizeof(q), "hardlink");
-	link(p, q);
+	CHECK(link(p, q) == 0);
 	path_of(q, sizeof(q), "sub/hardlink2");
-	link(p, q);
+	CHECK(link(p, q) == 0);
 	path_of(q, sizeof(q), "link-rel");
-	symlink("sub/deep/leaf", q);
+	CHECK(symlink("sub/deep/leaf", q) == 0);
 	path_of(q, sizeof(q), "link-abs");
-	symlink("/sub/deep", q);
+	CHECK(symlink("/sub/deep", q) == 0);
 	path_of(q, sizeof(q), "sub/link-up");
-	symlink("../link-rel", q);
+	CHECK(symlink("../link-rel", q) == 0);
 	path_of(q, sizeof(q), "link-loop");
-	symlink("link-loop", q);
+	CHECK(symlink("link-loop", q) == 0);
 	memset(name, 'x', 3000);
 	memcpy(name + 2990, "/long/link", 10);
 	name[3000] = '\0';
 	path_of(q, sizeof(q), "link-long");
-	symlink(name, q);
+	CHECK(symlink(name, q) == 0);
 
 	path_of(q, sizeof(q), "chr");
 	mknod(q, S_IFCHR | 0600, makedev(4, 5));
