@@ -95,6 +95,8 @@ fi
 du -sh --apparent-size "$TREE"
 
 # -- images -----------------------------------------------------------------
+# $zk, $ze and $zs hold several options each: split on purpose.
+# shellcheck disable=SC2086
 build_images() { # $1 = plain | lz4hc
 	local m=$1 zk="" ze="" zs="-noI -noD -noF -noX"
 	[ "$m" = lz4hc ] && { zk="-z lz4hc"; ze="-zlz4hc"; zs="-comp lz4 -Xhc"; }
@@ -163,9 +165,9 @@ measure() {
 	drop_caches
 	case $w in
 	tar)   v=$(time_cmd sh -c "$tar_cmd") ;;
-	seq)   v=$(fio_run "seq-$sys-$m" "$f" --ioengine=psync --runtime=$RUNTIME --rw=read --bs=128k --numjobs=1 | awk '{print $2}') ;;
-	rand1) v=$(fio_run "rand1-$sys-$m" "$f" --ioengine=psync --runtime=$RUNTIME --rw=randread --bs=4k --numjobs=1 --io_size=$((BIG_MIB / 8))m --randrepeat=1 | awk '{print $1}') ;;
-	rand4) v=$(fio_run "rand4-$sys-$m" "$f" --ioengine=psync --runtime=$RUNTIME --rw=randread --bs=4k --numjobs=4 --size=25% --offset_increment=25% --io_size=$((BIG_MIB / 16))m --randrepeat=1 | awk '{print $1}') ;;
+	seq)   v=$(fio_run "seq-$sys-$m" "$f" --ioengine=psync --runtime="$RUNTIME" --rw=read --bs=128k --numjobs=1 | awk '{print $2}') ;;
+	rand1) v=$(fio_run "rand1-$sys-$m" "$f" --ioengine=psync --runtime="$RUNTIME" --rw=randread --bs=4k --numjobs=1 --io_size=$((BIG_MIB / 8))m --randrepeat=1 | awk '{print $1}') ;;
+	rand4) v=$(fio_run "rand4-$sys-$m" "$f" --ioengine=psync --runtime="$RUNTIME" --rw=randread --bs=4k --numjobs=4 --size=25% --offset_increment=25% --io_size=$((BIG_MIB / 16))m --randrepeat=1 | awk '{print $1}') ;;
 	esac
 	do_umount "$sys"
 	echo "$v"
@@ -229,7 +231,7 @@ print_mode() {
 		line=$(printf "%-14s" "$sys")
 		for w in $WORKLOADS; do
 			line+=$(printf " %11s %6s" "${R[$m,$sys,$w]}" \
-				"$(rel $w "${R[$m,$sys,$w]}" "${R[$m,kernel,$w]:-0}")")
+				"$(rel "$w" "${R[$m,$sys,$w]}" "${R[$m,kernel,$w]:-0}")")
 		done
 		echo "$line"
 	done
@@ -246,7 +248,7 @@ print_mode() {
 		[ -n "${R[$m,$peer,${WORKLOADS%% *}]:-}" ] || continue
 		line=$(printf "%-14s" "kiln/$peer")
 		for w in $WORKLOADS; do
-			line+=$(printf " %11s %6s" "" "$(rel $w "${R[$m,kiln,$w]:-0}" "${R[$m,$peer,$w]}")")
+			line+=$(printf " %11s %6s" "" "$(rel "$w" "${R[$m,kiln,$w]:-0}" "${R[$m,$peer,$w]}")")
 		done
 		echo "$line"
 	done

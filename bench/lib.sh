@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for bench/*.sh (sourced, not run).
 # Peers come from PATH; kiln from $KILN or the default build directory.
 

@@ -125,7 +125,7 @@ for src in "${CORPORA[@]}"; do
 		# classic 4 KiB pclusters, as mkfs.erofs's default (zstd has no
 		# native fixed-output mode: its prefix search is slow, so the
 		# classic zstd rows run only with --classic-zstd)
-		if [ $setting = lz4hc ] || [ "$CLASSIC_ZSTD" = 1 ]; then
+		if [ "$setting" = lz4hc ] || [ "$CLASSIC_ZSTD" = 1 ]; then
 			R[kiln]=$(measure "$WORK/k.erofs" "$KILN" build -q -j2 \
 				-z "$kz" "$src" "$WORK/k.erofs")
 		fi
@@ -133,7 +133,7 @@ for src in "${CORPORA[@]}"; do
 			R[mkfs.erofs]=$(measure "$WORK/m.erofs" mkfs.erofs --quiet \
 				-z"$mz" -C131072 -Efragments,dedupe --workers=2 \
 				"$WORK/m.erofs" "$src")
-		elif [ $setting = lz4hc ] && have mkfs.erofs; then
+		elif [ "$setting" = lz4hc ] && have mkfs.erofs; then
 			R[mkfs.erofs]=$(measure "$WORK/m.erofs" mkfs.erofs --quiet \
 				-zlz4hc "$WORK/m.erofs" "$src")
 		fi
@@ -154,7 +154,7 @@ for src in "${CORPORA[@]}"; do
 			[ -n "${R[$tool]:-}" ] || continue
 			read -r s r b c <<< "${R[$tool]}"
 			printf "%-9s %-11s %8s %8s %10.1f %12.1f %7s %9s %7s %7s\n" \
-				$setting $tool "$s" "$c" "$(echo "$r/1024" | bc -l)" \
+				"$setting" "$tool" "$s" "$c" "$(echo "$r/1024" | bc -l)" \
 				"$(echo "$b/1048576" | bc -l)" "$(ratio "$bytes" "$b")" \
 				"$(ratio "$s" "$ks")" "$(ratio "$r" "$kr")" \
 				"$(ratio "$b" "$kb")" | tee -a "$TXT"
@@ -195,9 +195,9 @@ tar -C "$TREE" -cf - . | cat > /dev/null
 	printf "%-34s %8s %10s %10s %14s\n" build seconds peak_MiB base_MiB MiB_per_1M_files
 } | tee -a "$TXT"
 tiny_row() {
-	local name=$1 s r b s0 r0 b0
+	local name=$1 s r b r0
 	shift
-	read -r s0 r0 b0 _ <<< "$(measure "$WORK/tiny.img" "$@" "$WORK/empty")"
+	read -r _ r0 _ _ <<< "$(measure "$WORK/tiny.img" "$@" "$WORK/empty")"
 	read -r s r b _ <<< "$(measure "$WORK/tiny.img" "$@" "$TREE")"
 	printf "%-34s %8s %10.1f %10.1f %14.1f\n" "$name" "$s" "$(echo "$r/1024" | bc -l)" \
 		"$(echo "$r0/1024" | bc -l)" \
@@ -211,6 +211,8 @@ export KILN WORK
 for opts in "-j2" "-j2 -z zstd:3" "-j2 -z lz4hc --memory-limit 16M"; do
 	tiny_row "kiln $opts" bash -c "kiln_tiny \"\$0\" $opts"
 done
+# the inner shell expands "$0", not this one
+# shellcheck disable=SC2016
 have mkfs.erofs && tiny_row "mkfs.erofs (uncompressed)" bash -c 'mkfs_tiny "$0"'
 
 rm -f "$WORK"/*.erofs "$WORK"/*.sqfs "$WORK"/t.* "$WORK"/tiny.img

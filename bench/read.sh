@@ -24,7 +24,9 @@ done
 
 SEED=$OUT/seedfiles
 MNT=$OUT/mnt
-[ -f "$SEED/large_48bit.bin" ] || /usr/bin/python3 "$BENCH_ROOT/bench/mkseedfiles.py" "$SEED" $([ $DD = 1 ] && echo --dd)
+DD_ARG=""
+[ "$DD" = 1 ] && DD_ARG=--dd
+[ -f "$SEED/large_48bit.bin" ] || /usr/bin/python3 "$BENCH_ROOT/bench/mkseedfiles.py" "$SEED" ${DD_ARG:+"$DD_ARG"}
 [ $DD = 1 ] && [ ! -f "$SEED/big.bin" ] && /usr/bin/python3 "$BENCH_ROOT/bench/mkseedfiles.py" "$SEED" --dd
 if [ $DD_ONLY = 0 ]; then
 SRC=$OUT/seedtree
@@ -94,6 +96,8 @@ W=(seq_shifted_1j rand4k_shifted_1j rand4k_shifted_4j rand4k_48bit_1j rand4k_48b
 	for w in "${W[@]}"; do
 		printf '%-22s' "$w"
 		for l in "${LABELS[@]}"; do
+			# "MEDIAN (MIN-MAX)": two words on purpose
+			# shellcheck disable=SC2086
 			set -- ${R[$l,$w]:-nan nan}
 			printf ' %26s' "$1 ($2)"
 		done
@@ -106,9 +110,10 @@ echo "== zero copy vs forced copy (warm cache, library reader, no cache)"
 	printf '%-28s %12s %12s %6s\n' workload zero-copy forced-copy ratio
 	for spec in "seq128k|--bs 128k|/large_48bit.bin" "seq4k|--bs 4k|/large_48bit.bin" "rand4k|--rand --bs 4k --io-size $IO1|/large_48bit.bin"; do
 		IFS='|' read -r name flags path <<< "$spec"
-		"$READBENCH" $flags --cache-none "$OUT/kiln-seed.erofs" "$path" >/dev/null # warm
-		z=$("$READBENCH" $flags --cache-none "$OUT/kiln-seed.erofs" "$path" | sed -n 's/.*MiB\/s=\([0-9.]*\).*/\1/p')
-		c=$("$READBENCH" $flags --cache-none --force-copy "$OUT/kiln-seed.erofs" "$path" | sed -n 's/.*MiB\/s=\([0-9.]*\).*/\1/p')
+		read -ra flags <<< "$flags"
+		"$READBENCH" "${flags[@]}" --cache-none "$OUT/kiln-seed.erofs" "$path" >/dev/null # warm
+		z=$("$READBENCH" "${flags[@]}" --cache-none "$OUT/kiln-seed.erofs" "$path" | sed -n 's/.*MiB\/s=\([0-9.]*\).*/\1/p')
+		c=$("$READBENCH" "${flags[@]}" --cache-none --force-copy "$OUT/kiln-seed.erofs" "$path" | sed -n 's/.*MiB\/s=\([0-9.]*\).*/\1/p')
 		printf '%-28s %10s/s %10s/s %6s\n' "$name MiB" "$z" "$c" "$(ratio "$z" "$c")"
 	done
 } | tee "$OUT/read-zerocopy.txt"

@@ -3,7 +3,7 @@
 # bench/out/. Arguments (e.g. --quick) are passed to each script.
 # A benchmark that fails is reported and the others still run.
 set -u
-cd "$(dirname "$0")"
+cd "$(dirname "$0")" || exit 1
 
 status=0
 for script in build.sh read.sh fuse.sh; do

@@ -24,4 +24,6 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 echo "installing:$missing"
 $SUDO apt-get update -qq
+# $missing is a list of names, $SUDO empty or one word: split on purpose
+# shellcheck disable=SC2086
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
