@@ -17,7 +17,7 @@ done
 # Benchmarks added later and not listed above.
 for script in *.sh; do
 	case $script in
-	lib.sh|prepare-corpus.sh|run-all.sh|build.sh|read.sh|fuse.sh) continue ;;
+	lib.sh|prepare-corpus.sh|run-all.sh|report.sh|build.sh|read.sh|fuse.sh) continue ;;
 	esac
 	echo "=== bench/$script $*"
 	bash "$script" "$@" || { echo "=== bench/$script FAILED" >&2; status=1; }

@@ -13,6 +13,9 @@
  * @buf, marked as cut, and returns @buf.
  */
 static char *format_whole(char *buf, size_t cap, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+
+static char *format_whole(char *buf, size_t cap, const char *fmt, va_list ap)
 {
 	va_list again;
 	char *big;
