@@ -99,7 +99,7 @@ plot_table() {
 	{
 		echo "set terminal svg size 900,$((300 * ${#specs[@]} + 60)) dynamic font 'sans,11'"
 		echo "set output '$svg'"
-		echo "set datafile separator '\t'"
+		echo "set datafile separator tab"
 		echo "set datafile missing 'NaN'"
 		echo "set termoption noenhanced"
 		echo "set style fill solid 0.8 border -1"
@@ -107,6 +107,7 @@ plot_table() {
 		echo "set grid ytics"
 		echo "set yrange [0:*]"
 		echo "set xtics rotate by -20"
+		[ "$scol" = - ] && echo "set key off"	# one bar per x: no key
 		printf 'set multiplot layout %d,1 title "%s: %s"\n' "${#specs[@]}" \
 			"${title//\"/}" "${table//\"/}"
 	} > "$gp"

@@ -70,9 +70,10 @@ def test_each_plot_names_its_series_and_states_the_threads(results):
     assert "kiln-best" in plots[2] and "lzma6" in plots[2]
     # a tool whose only run failed gets no bar and no key entry
     assert "mkfs.erofs-mbx" not in "".join(plots)
-    # reads: throughput and IOPS panels, each system in the key
+    # reads: a panel per workload (throughput, IOPS), a bar per system
     read = plots[4]
-    for word in ("throughput", "IOPS", "kernel", "squashfuse", "rand4"):
+    for word in ("sequential 128K reads", "MiB/s", "IOPS", "4 jobs",
+                 "kernel", "squashfuse_ll", "kiln-own"):
         assert word in read, word
     for line in ("kiln -j 2, mkfs.erofs 2, mksquashfs -processors 2",
                  "kiln mount threads=10"):
