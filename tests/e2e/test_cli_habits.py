@@ -117,6 +117,7 @@ def readme_level_ranges():
     return ranges
 
 
+@pytest.mark.nosanitize		# 150 builds; the parser's unit test covers it
 def test_readme_level_ranges_are_what_build_accepts(kiln, tmp_path):
     ranges = readme_level_ranges()
     assert set(ranges) == {"lz4hc", "deflate", "zstd", "lzma"}, ranges

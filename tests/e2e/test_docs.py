@@ -13,8 +13,6 @@ import pytest
 
 from helpers import have, kiln_path
 
-pytestmark = pytest.mark.sanitize
-
 
 @pytest.fixture(scope="module")
 def docs():
