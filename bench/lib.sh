@@ -46,12 +46,15 @@ median_of() {
 	printf '%s\n' "${times[@]}" | stats
 }
 
-# stats: "MEDIAN MIN MAX" of the numbers on stdin, one a line.
+# stats: "MEDIAN MIN MAX" of the numbers on stdin, one a line (three
+# significant digits, whole numbers from 100 up).
 stats() {
-	sort -g | awk '{ v[NR] = $1 } END {
+	sort -g | awk '
+	function f(x) { return x >= 100 ? sprintf("%.0f", x) : sprintf("%.3g", x) }
+	{ v[NR] = $1 } END {
 		if (!NR) { print "nan nan nan"; exit }
 		m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-		printf "%.3f %.3f %.3f\n", m, v[1], v[NR] }'
+		print f(m), f(v[1]), f(v[NR]) }'
 }
 
 # Machine-readable results for bench/report.sh: tsv_open FILE, then the
