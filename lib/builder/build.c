@@ -211,9 +211,9 @@ KILN_API int kiln_build(const char *source, const char *image,
 		err = kiln_packed_write(b);
 	/* 3. inode positions and nids, 4. the metadata, 5. the superblock */
 	if (!err)
-		err = kiln_layout_assign_nids(b);
+		err = kiln_place_assign_nids(b);
 	if (!err)
-		err = kiln_layout_write_meta(b);
+		err = kiln_place_write_meta(b);
 	if (!err)
 		err = kiln_super_write(b);
 	/* 6. with --verify: read the image back before it takes the name */

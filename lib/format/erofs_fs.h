@@ -50,7 +50,7 @@
 
 struct erofs_super_block {
 	uint32_t magic;			/* EROFS_SUPER_MAGIC */
-	uint32_t checksum;		/* CRC32C of the sb block, see format.md */
+	uint32_t checksum;		/* CRC32C of the sb block, see docs/format.md */
 	uint32_t feature_compat;
 	uint8_t blkszbits;		/* log2 of block size */
 	uint8_t sb_extslots;		/* extra 16-byte slots after 128 bytes */

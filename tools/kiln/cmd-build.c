@@ -14,13 +14,14 @@
 #include "cli.h"
 #include "interrupt.h"
 #include "progress.h"
+#include "util/grow.h"
 
 struct build_cli {
 	struct kiln_build_opts opts;
 	const char **excludes;
 	size_t nr_excludes, excludes_cap;
 	char **owned;			/* lines read by --exclude-from */
-	size_t nr_owned;
+	size_t nr_owned, owned_cap;
 	int verbosity;			/* -1 quiet, 0 normal, 1 verbose */
 	bool mtime_given;
 	const char *tar;		/* --tar FILE ("-": stdin), or NULL */
@@ -33,6 +34,9 @@ enum {
 	OPT_ALL_ROOT = 256,
 	OPT_FORCE_UID,
 	OPT_FORCE_GID,
+	OPT_UID_OFFSET,
+	OPT_GID_OFFSET,
+	OPT_WHITEOUTS,
 	OPT_EXCLUDE_FROM,
 	OPT_NO_XATTRS,
 	OPT_LAYOUT,
@@ -137,6 +141,40 @@ static int set_force_gid(struct build_cli *c, const char *arg)
 	return 0;
 }
 
+static int set_uid_offset(struct build_cli *c, const char *arg)
+{
+	uint64_t v;
+
+	if (parse_u64("--uid-offset", arg, 0, UINT32_MAX, &v))
+		return 2;
+	c->opts.uid_offset = (uint32_t)v;
+	return 0;
+}
+
+static int set_gid_offset(struct build_cli *c, const char *arg)
+{
+	uint64_t v;
+
+	if (parse_u64("--gid-offset", arg, 0, UINT32_MAX, &v))
+		return 2;
+	c->opts.gid_offset = (uint32_t)v;
+	return 0;
+}
+
+static int set_whiteouts(struct build_cli *c, const char *arg)
+{
+	if (!strcmp(arg, "overlay"))
+		c->opts.whiteouts = KILN_WHITEOUTS_OVERLAY;
+	else if (!strcmp(arg, "keep"))
+		c->opts.whiteouts = KILN_WHITEOUTS_KEEP;
+	else if (!strcmp(arg, "strip"))
+		c->opts.whiteouts = KILN_WHITEOUTS_STRIP;
+	else
+		return cli_usage_error(&build_spec, "--whiteouts: '%s' is not "
+				       "overlay, keep or strip", arg);
+	return 0;
+}
+
 static int set_mtime(struct build_cli *c, const char *arg)
 {
 	if (parse_i64("--mtime", arg, &c->opts.fixed_mtime))
@@ -148,15 +186,8 @@ static int set_mtime(struct build_cli *c, const char *arg)
 
 static int add_exclude(struct build_cli *c, const char *arg)
 {
-	if (c->nr_excludes == c->excludes_cap) {
-		size_t cap = c->excludes_cap ? c->excludes_cap * 2 : 8;
-		const char **v = realloc(c->excludes, cap * sizeof(*v));
-
-		if (!v)
-			return cli_usage_error(&build_spec, "out of memory");
-		c->excludes = v;
-		c->excludes_cap = cap;
-	}
+	if (KILN_GROW(c->excludes, c->excludes_cap, c->nr_excludes + 1))
+		return cli_usage_error(&build_spec, "out of memory");
 	c->excludes[c->nr_excludes++] = arg;
 	return 0;
 }
@@ -175,19 +206,15 @@ static int add_exclude_from(struct build_cli *c, const char *arg)
 		return 1;
 	}
 	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
-		char **v;
-
 		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
 			line[--len] = '\0';
 		if (!len || line[0] == '#')
 			continue;
-		v = realloc(c->owned, (c->nr_owned + 1) * sizeof(*v));
-		if (!v || !(v[c->nr_owned] = strdup(line))) {
-			c->owned = v ? v : c->owned;
+		if (KILN_GROW(c->owned, c->owned_cap, c->nr_owned + 1) ||
+		    !(c->owned[c->nr_owned] = strdup(line))) {
 			rc = cli_usage_error(&build_spec, "out of memory");
 			break;
 		}
-		c->owned = v;
 		rc = add_exclude(c, c->owned[c->nr_owned++]);
 	}
 	free(line);
@@ -515,6 +542,17 @@ static const struct build_option {
 	  set_force_uid },
 	{ { "force-gid", OPT_FORCE_GID, "GID", "make every file's group GID" },
 	  set_force_gid },
+	{ { "uid-offset", OPT_UID_OFFSET, "N", "add N to every file's owner, "
+			"after --all-root and --force-uid (an owner past "
+			"4294967295 is an error)" }, set_uid_offset },
+	{ { "gid-offset", OPT_GID_OFFSET, "N", "add N to every file's group, "
+			"after --all-root and --force-gid" }, set_gid_offset },
+	{ { "whiteouts", OPT_WHITEOUTS, "MODE", "OCI/aufs whiteouts (.wh.NAME, "
+			".wh..wh..opq): overlay (overlayfs whiteouts and opaque "
+			"directories; the default for --tar), keep (plain "
+			"files; the default for a directory) or strip (drop "
+			"them, and 0:0 character devices: a flattened "
+			"image)" }, set_whiteouts },
 	{ { "mtime", 'T', "SECONDS", "give every file this mtime (seconds "
 				     "since the epoch)" }, set_mtime },
 	{ { "exclude", 'x', "PATTERN", "skip paths or names matching this "
@@ -604,9 +642,12 @@ static const struct build_option {
 	{ { "raw-margin", OPT_RAW_MARGIN, "BYTES", "store a pcluster raw "
 			"unless compressing saves this much (default one "
 			"block)" }, set_raw_margin },
-	{ { "tar", OPT_TAR, "FILE", "build from the tar stream FILE ('-': "
-			"stdin; plain, gzip, bzip2, xz, zstd or lz4) instead "
-			"of a directory" }, set_tar },
+	{ { "tar", OPT_TAR, "FILE", "build from the archive FILE ('-': "
+			"stdin) instead of a directory: tar (any flavour), "
+			"cpio, zip, 7z, rar, iso9660, xar, cab, lha, ar or "
+			"warc, plain or gzip, bzip2, xz, lzma, zstd, lz4, "
+			"compress (.Z), lzip or uuencoded (7z and zip are "
+			"best read from a file, not a pipe)" }, set_tar },
 	{ { "verify", OPT_VERIFY, NULL, "read the image back and compare it "
 			"with the source before renaming it into place" },
 	  set_verify },
@@ -622,7 +663,7 @@ static const struct cli_spec build_spec = {
 	.cmd = "build",
 	.usage = "[OPTIONS] SOURCE IMAGE\n       kiln build [OPTIONS] --tar FILE|- IMAGE",
 	.summary = "Build the EROFS image IMAGE from the directory SOURCE "
-		   "(or a tar stream). "
+		   "(or an archive: --tar). "
 		   "SOURCE_DATE_EPOCH, if set,\nsets the build time and clamps "
 		   "newer mtimes to it.",
 	.opts = build_cli_options,

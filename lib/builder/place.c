@@ -18,6 +18,7 @@
 #include "builder/zfile.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/grow.h"
 #include "util/endian.h"
 
 #define KILN_GAPS_MAX 256		/* free holes remembered for reuse */
@@ -218,12 +219,12 @@ static int place_nodes(struct kiln_build *b, struct kiln_node **v, size_t nr,
 	return 0;
 }
 
-bool kiln_layout_metabox(const struct kiln_build *b)
+bool kiln_place_in_metabox(const struct kiln_build *b)
 {
 	return b->zctx && (b->opts.compress_flags & KILN_COMPRESS_METABOX);
 }
 
-int kiln_layout_assign_nids(struct kiln_build *b)
+int kiln_place_assign_nids(struct kiln_build *b)
 {
 	kiln_blk_t data_end = kiln_out_next_blk(b->out);
 	uint64_t base;
@@ -231,11 +232,11 @@ int kiln_layout_assign_nids(struct kiln_build *b)
 
 	for (size_t i = 0; i < b->nr_nodes; i++)
 		b->nodes[i]->ino = (uint32_t)(i + 1);
-	if (kiln_layout_metabox(b)) {
+	if (kiln_place_in_metabox(b)) {
 		/*
 		 * Everything but the packed inode goes into the metabox; the
 		 * packed inode and the metabox inode itself are placed after
-		 * the metabox's data, by kiln_layout_write_meta().
+		 * the metabox's data, by kiln_place_write_meta().
 		 */
 		b->meta_start = 0;
 		err = place_nodes(b, b->nodes, b->nr_nodes, b->packed, 0, 0,
@@ -319,14 +320,11 @@ static uint8_t *win_get(struct metawin *w, uint64_t off, size_t len,
 		need = off + len - w->base;
 	}
 	if (need > w->cap) {
-		size_t cap = KILN_MAX(w->cap * 2, (size_t)need);
-		uint8_t *buf = realloc(w->buf, cap);
+		size_t old = w->cap;
 
-		if (!buf)
+		if (KILN_GROW(w->buf, w->cap, (size_t)need))
 			return NULL;
-		memset(buf + w->cap, 0, cap - w->cap);
-		w->buf = buf;
-		w->cap = cap;
+		memset(w->buf + old, 0, w->cap - old);
 	}
 	w->hi = KILN_MAX(w->hi, off + len);
 	return w->buf + (off - w->base);
@@ -492,19 +490,19 @@ static int write_metabox(struct kiln_build *b, uint64_t *end)
 	return err;
 }
 
-int kiln_layout_write_meta(struct kiln_build *b)
+int kiln_place_write_meta(struct kiln_build *b)
 {
 	uint64_t end;
 	int err;
 
-	if (kiln_layout_metabox(b))
+	if (kiln_place_in_metabox(b))
 		err = write_metabox(b, &end);
 	else
 		err = write_nodes(b, b->nodes, b->nr_nodes, NULL,
 				  b->meta_start, b->meta_end, NULL);
 	if (err)
 		return err;
-	if (!kiln_layout_metabox(b))
+	if (!kiln_place_in_metabox(b))
 		end = b->meta_end;
 	/* the shared xattr area starts at the next block */
 	end = kiln_round_up(end, b->blksz);
