@@ -136,9 +136,13 @@ struct kiln_build_opts {
 	int64_t build_time;		/* seconds, KILN_BUILD_BUILD_TIME */
 	uint8_t uuid[16];		/* KILN_BUILD_UUID */
 	/*
-	 * Exclude patterns (fnmatch(3) with FNM_PATHNAME off, matched against
-	 * the path relative to the source root without a leading '/', and
-	 * against the bare name). An excluded directory is skipped whole.
+	 * Exclude patterns (fnmatch(3)). One that starts with '/' is anchored
+	 * at the source root: it must match the whole path ("/var/cache",
+	 * "/usr/lib/lib?.a"), with FNM_PATHNAME ('*', '?' and [...] never match a
+	 * '/'); directory sources only (-EINVAL with a tar source). Any other
+	 * pattern, FNM_PATHNAME off, is matched against the path relative to
+	 * the root without a leading '/' and against the bare name ("*.o",
+	 * "cache"). An excluded directory is skipped whole.
 	 */
 	const char *const *excludes;
 	size_t nr_excludes;

@@ -75,6 +75,16 @@ static int build_setup(struct kiln_build *b, const char *source,
 			 source, (int)b->opts.source_kind);
 		return -EINVAL;
 	}
+	/* the tar scanner matches names and paths only, never from the root */
+	for (size_t i = 0; b->opts.source_kind == KILN_SOURCE_TAR &&
+			   i < b->opts.nr_excludes; i++) {
+		if (b->opts.excludes[i][0] == '/') {
+			kiln_log(&b->lg, KILN_LOG_ERROR,
+				 "exclude '%s': patterns anchored at the root (a leading '/') work on directory sources only",
+				 b->opts.excludes[i]);
+			return -EINVAL;
+		}
+	}
 	if (b->opts.packed_segment_size % (1u << 20) ||
 	    b->opts.packed_segment_size > (1ull << 30)) {
 		kiln_log(&b->lg, KILN_LOG_ERROR,
@@ -206,6 +216,8 @@ KILN_API int kiln_build(const char *source, const char *image,
 		err = kiln_out_open(&b->out, image, b->blkszbits,
 				    kiln_super_first_data_blk(b->blkszbits),
 				    &b->lg);
+	if (!err)
+		kiln_out_set_progress(b->out, &b->progress);
 	/* 1. (tar) the tree and regular files' data, in one pass */
 	if (!err && (b->opts.source_kind == KILN_SOURCE_TAR ||
 		     b->opts.source_kind == KILN_SOURCE_TAR_INDEX))
@@ -235,8 +247,8 @@ KILN_API int kiln_build(const char *source, const char *image,
 		err = kiln_out_commit(out, b->image_blocks << b->blkszbits);
 	}
 	if (!err) {
-		kiln_progress_add_out(&b->progress,
-				      b->image_blocks << b->blkszbits);
+		kiln_progress_out_reach(&b->progress,
+					b->image_blocks << b->blkszbits);
 		kiln_progress_end(&b->progress);
 		b->stats.peak_rss = kiln_peak_rss();
 		b->stats.image_bytes = b->image_blocks << b->blkszbits;

@@ -21,6 +21,7 @@
 #include <xxhash.h>
 
 #include "builder/output.h"
+#include "builder/progress.h"
 #include "util/checked.h"
 #include "util/fileio.h"
 #include "util/grow.h"
@@ -42,6 +43,7 @@ struct kiln_out {
 	kiln_blk_t next_blk;		/* data area end */
 	XXH3_state_t *hash;
 	uint64_t unkicked;		/* bytes written since writeback began */
+	struct kiln_progress *progress;	/* out_bytes: furthest byte written */
 	/* a block device: */
 	bool dev;
 	bool dev_touched;		/* a byte of the device was written */
@@ -376,6 +378,11 @@ fail:
 	return err;
 }
 
+void kiln_out_set_progress(struct kiln_out *out, struct kiln_progress *p)
+{
+	out->progress = p;
+}
+
 unsigned int kiln_out_blkszbits(const struct kiln_out *out)
 {
 	return out->blkszbits;
@@ -489,6 +496,8 @@ int kiln_out_pwrite(struct kiln_out *out, const void *buf, size_t len,
 		if (err)
 			return out_fail(out, -err, "write failed");
 	}
+	if (out->progress)
+		kiln_progress_out_reach(out->progress, off + len);
 	out->unkicked += len;
 	if (out->unkicked >= WRITEBACK_KICK) {
 		/* asynchronous; where unsupported, the fsync does it all */

@@ -319,13 +319,24 @@ static int scan_node(struct scan *s, struct kiln_node *n, int dirfd,
 	return 0;
 }
 
+/*
+ * "/usr/lib/lib?.a" is anchored: the whole path from the source root, '*'
+ * and '?' never crossing a '/'. Any other pattern matches the path from
+ * the root or the bare name, '*' crossing '/'.
+ */
 static bool excluded(const struct kiln_build_opts *o, const char *rel,
 		     const char *name)
 {
-	for (size_t i = 0; i < o->nr_excludes; i++)
-		if (!fnmatch(o->excludes[i], rel, 0) ||
-		    !fnmatch(o->excludes[i], name, 0))
+	for (size_t i = 0; i < o->nr_excludes; i++) {
+		const char *pat = o->excludes[i];
+
+		if (pat[0] == '/') {
+			if (!fnmatch(pat + 1, rel, FNM_PATHNAME))
+				return true;
+		} else if (!fnmatch(pat, rel, 0) || !fnmatch(pat, name, 0)) {
 			return true;
+		}
+	}
 	return false;
 }
 

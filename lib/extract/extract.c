@@ -91,6 +91,10 @@ struct extract {
 
 static void report(struct extract *x, enum kiln_log_level level,
 		   const char *path, int err, const char *fmt, va_list ap)
+	__attribute__((format(printf, 5, 0)));
+
+static void report(struct extract *x, enum kiln_log_level level,
+		   const char *path, int err, const char *fmt, va_list ap)
 {
 	char what[512];
 

@@ -32,12 +32,13 @@ int kiln_decode_super(const void *raw, size_t len, struct kiln_sb *sb,
 	unsigned int sb_size;
 
 	if (len < sizeof(d))
-		return CORRUPT(why, "superblock truncated");
+		return fail(why, "superblock truncated", -KILN_ENOTEROFS);
 	memcpy(&d, p, sizeof(d));
 	memset(sb, 0, sizeof(*sb));
 
 	if (kiln_le32(d.magic) != EROFS_SUPER_MAGIC)
-		return CORRUPT(why, "bad magic (not an EROFS image)");
+		return fail(why, "bad magic (not an EROFS image)",
+			    -KILN_ENOTEROFS);
 	if (d.blkszbits < EROFS_MIN_BLKSZBITS || d.blkszbits > 16)
 		return CORRUPT(why, "blkszbits outside 9..16");
 	if (d.blkszbits > EROFS_MAX_BLKSZBITS)

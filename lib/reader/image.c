@@ -306,14 +306,17 @@ static int read_super(struct kiln_image *img,
 	size_t len;
 	int err;
 
-	if (img->size < EROFS_SUPER_OFFSET + EROFS_SB_BASE_SIZE)
-		return KILN_CORRUPT(img, "image of %llu bytes is too small to hold a superblock",
-				    (unsigned long long)img->size);
+	if (img->size < EROFS_SUPER_OFFSET + EROFS_SB_BASE_SIZE) {
+		kiln_log(&img->logger, KILN_LOG_ERROR,
+			 "image of %llu bytes is too small to hold a superblock (not an EROFS image)",
+			 (unsigned long long)img->size);
+		return -KILN_ENOTEROFS;
+	}
 	len = (size_t)KILN_MIN(img->size - EROFS_SUPER_OFFSET,
 			       4096u - EROFS_SUPER_OFFSET);
 	err = kiln_decode_super(img->map + EROFS_SUPER_OFFSET, len, &img->sb,
 				&why);
-	if (err == -EOPNOTSUPP) {
+	if (err == -EOPNOTSUPP || err == -KILN_ENOTEROFS) {
 		kiln_log(&img->logger, KILN_LOG_ERROR, "superblock: %s", why);
 		return err;
 	}
@@ -349,8 +352,9 @@ static int image_map(struct kiln_image *img, int fd)
 	if (err)
 		return err;
 	if (img->size == 0) {
-		kiln_log(&img->logger, KILN_LOG_ERROR, "image is empty");
-		return -KILN_ECORRUPT;
+		kiln_log(&img->logger, KILN_LOG_ERROR,
+			 "image is empty (not an EROFS image)");
+		return -KILN_ENOTEROFS;
 	}
 	if (img->size > SIZE_MAX)
 		return -EFBIG;

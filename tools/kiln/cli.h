@@ -29,8 +29,8 @@ int cmd_umount(int argc, char **argv);
 /*
  * Options of one subcommand, as a table. @key is the short option letter,
  * or a value >= 256 for a long-only option; @arg names the argument in
- * --help (NULL: the option takes none). -h/--help is always added; at most
- * 64 options per command.
+ * --help (NULL: the option takes none). -h/--help and -V/--version are
+ * always added; at most 64 options per command.
  */
 struct cli_option {
 	const char *name;
@@ -51,12 +51,15 @@ enum {
 	CLI_OPT_END = -1,		/* options done: optind is the first operand */
 	CLI_OPT_HELP = -2,		/* --help was printed: exit 0 */
 	CLI_OPT_ERROR = -3,		/* a usage error was printed: exit 2 */
+	CLI_OPT_VERSION = -4,		/* --version was printed: exit 0 */
 };
 
 /* Next option (its key), or a CLI_OPT_* value; *@arg gets its argument. */
 int cli_getopt(int argc, char **argv, const struct cli_spec *spec,
 	       const char **arg);
-/* Exit status for a CLI_OPT_HELP / CLI_OPT_ERROR result. */
+/* "kiln 0.1.0" on stdout: what --version prints, for every command. */
+void cli_version(void);
+/* Exit status for a CLI_OPT_HELP / _VERSION / _ERROR result. */
 int cli_opt_exit(int rc);
 void cli_usage(FILE *f, const struct cli_spec *spec);
 /* "kiln CMD: <message>" and a usage line on stderr; returns 2. */

@@ -6,11 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <kiln/builder.h>
 #include <kiln/kernel.h>
 
 #include "cli.h"
+#include "interrupt.h"
 #include "progress.h"
 #include "util/grow.h"
 
@@ -562,7 +564,11 @@ static const struct build_option {
 	{ { "mtime", 'T', "SECONDS", "give every file this mtime (seconds "
 				     "since the epoch)" }, set_mtime },
 	{ { "exclude", 'x', "PATTERN", "skip paths or names matching this "
-				       "glob (repeatable)" }, add_exclude },
+			"glob (repeatable): '/usr/lib/*.a' (a leading '/') "
+			"matches the whole path from the source root, '*' not "
+			"crossing '/' (directory sources only); '*.o' or "
+			"'cache' matches any file's name or its path from the "
+			"root" }, add_exclude },
 	{ { "exclude-from", OPT_EXCLUDE_FROM, "FILE", "read exclude patterns "
 						      "from FILE, one a line" },
 	  add_exclude_from },
@@ -582,8 +588,11 @@ static const struct build_option {
 	{ { "memory-limit", OPT_MEMORY_LIMIT, "BYTES", "bound on file data "
 			"in flight and codec workspaces (suffix K, M, G; "
 			"default 64M or 8M per thread)" }, set_memory_limit },
-	{ { "compress", 'z', "ALG[:LEVEL]", "compress files: lz4, lz4hc, "
-			"lzma, deflate or zstd (default: none)" }, set_compress },
+	{ { "compress", 'z', "ALG[:LEVEL]", "compress files (default: "
+			"none): lz4, lz4hc (1-12, default 9), deflate (1-12, "
+			"default 6), zstd (-100..-1 fast, 1-22, default 3; 0 "
+			"is the default), lzma (0-9 or 0e-9e extreme, default "
+			"6)" }, set_compress },
 	{ { "kernel", OPT_KERNEL, "VERSION", "oldest Linux the image must "
 			"mount on without warnings: 5.4 ... 6.17 or latest; "
 			"picks the layout, savers and defaults (default 6.1, "
@@ -674,6 +683,27 @@ static const struct cli_spec build_spec = {
 	.opts = build_cli_options,
 	.nr_opts = NR_BUILD_OPTIONS,
 };
+
+/*
+ * Ctrl-C: the image goes to an unnamed temporary file, so an interrupted
+ * build leaves no file and an existing image as it was; a block device is
+ * written in place and holds a partial image.
+ */
+static void on_interrupt_say_left(struct build_cli *c, const char *image)
+{
+	char left[512], name[400];
+	struct stat st;
+
+	cli_copy_cut(name, sizeof(name), image);
+	if (!stat(image, &st) && S_ISBLK(st.st_mode))
+		snprintf(left, sizeof(left), "the device %s holds a partial "
+			 "image", name);
+	else if (!stat(image, &st))
+		snprintf(left, sizeof(left), "%s left as it was", name);
+	else
+		snprintf(left, sizeof(left), "no image written");
+	cli_interrupt_install("build", left, &c->progress.line_open);
+}
 
 static void build_log(void *ctx, enum kiln_log_level level, const char *msg)
 {
@@ -771,6 +801,7 @@ int cmd_build(int argc, char **argv)
 		c.opts.progress = cli_progress_show;
 		c.opts.progress_ctx = &c.progress;
 	}
+	on_interrupt_say_left(&c, argv[argc - 1]);
 	err = kiln_build(c.tar ? c.tar : argv[optind], argv[argc - 1],
 			 &c.opts, &stats);
 	cli_progress_clear(&c.progress);

@@ -6,6 +6,7 @@
 #include <kiln/extract.h>
 
 #include "cli.h"
+#include "interrupt.h"
 
 enum {
 	OPT_NO_SAME_OWNER = 256,
@@ -73,6 +74,16 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* Ctrl-C: what is already extracted stays, and the message says so. */
+static void on_interrupt_say_partial(const char *dest)
+{
+	char left[512], name[400];
+
+	cli_copy_cut(name, sizeof(name), dest);
+	snprintf(left, sizeof(left), "%s holds a partial extraction", name);
+	cli_interrupt_install("extract", left, NULL);
+}
+
 int cmd_extract(int argc, char **argv)
 {
 	struct kiln_extract_opts opts = { .struct_size = sizeof(opts) };
@@ -124,6 +135,7 @@ int cmd_extract(int argc, char **argv)
 	opts.msg = on_msg;
 	opts.ctx = &ctx;
 	raise_fd_limit();
+	on_interrupt_say_partial(dest);
 	err = kiln_extract(img, src, dest, &opts, &stats);
 	kiln_image_close(img);
 	if (verbose) {

@@ -6,6 +6,7 @@
 #include <kiln/image.h>
 
 #include "cli.h"
+#include "interrupt.h"
 
 enum {
 	OPT_NO_DATA = 256,
@@ -34,7 +35,10 @@ static const struct cli_spec fsck_spec = {
 		   "Data on an extra device (--blobdev, --tar-index images) "
 		   "is read from the\n--device given for it; without it, "
 		   "fsck says which device is needed and\nexits 1.\n"
-		   "Exit status: 0 sound, 1 corrupt, 2 usage or I/O error.",
+		   "Exit status: 0 sound; 1 corrupt (an EROFS image that fails a "
+		   "check, or uses\na feature kiln lacks); 2 usage or I/O "
+		   "error, or IMAGE is no EROFS image at all\n(empty, shorter "
+		   "than a superblock, no EROFS magic, a directory).",
 	.opts = fsck_options,
 	.nr_opts = sizeof(fsck_options) / sizeof(fsck_options[0]),
 };
@@ -101,12 +105,17 @@ int cmd_fsck(int argc, char **argv)
 	cli_log_init(&lg, ctx.image, ctx.verbose ? KILN_LOG_INFO :
 						   KILN_LOG_WARN);
 	err = cli_open_image(&img, ctx.image, &lg, &devs);
-	if (err)	/* a bad superblock is corruption; a missing file is not */
+	/*
+	 * A bad superblock is corruption; a file that is no EROFS image at
+	 * all (or a directory, or a missing file) is a usage error.
+	 */
+	if (err)
 		return err == -KILN_ECORRUPT || err == -EOPNOTSUPP ? 1 : 2;
 	/* reader errors are shown as the detail of the problem they cause */
 	lg.quiet_errors = true;
 	opts.problem = on_problem;
 	opts.ctx = &ctx;
+	cli_interrupt_install("fsck", NULL, NULL);
 	err = kiln_fsck(img, &opts, &rep);
 	kiln_image_close(img);
 	if (err && err != -KILN_ECORRUPT) {

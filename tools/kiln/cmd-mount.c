@@ -232,6 +232,8 @@ static int parse_args(struct mount_opts *o, int argc, char **argv)
 		case CLI_OPT_HELP:
 			mount_o_help();
 			return 1;
+		case CLI_OPT_VERSION:
+			return 1;
 		default:
 			return -1;
 		}
