@@ -44,6 +44,13 @@
  * the inode core, xattrs and map next to an inline pcluster.
  */
 #define ZTAIL_TRY_BLKS	2u
+/*
+ * Fragments: a remainder of at most this many bytes goes to the packed
+ * inode as it is. It would mostly end there anyway: a remainder that
+ * compresses into one pcluster becomes a fragment whole, so compressing
+ * it here first is work thrown away (most files of a source tree).
+ */
+#define FRAG_TAIL_MAX(pcluster)	(4 * (uint64_t)(pcluster))
 #define ZTAIL_ROOM	256u
 /*
  * DEFLATE streams are fed to the kernel page by page; if the output is
@@ -642,8 +649,10 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 		if (err)
 			break;
 		/*
-		 * fragments: a remainder of at most a pcluster, raw. In a
-		 * file cut for shifted dedupe, one that does not compress
+		 * fragments: a remainder of at most FRAG_TAIL_MAX, raw (a
+		 * pcluster in a file cut for shifted dedupe, where one that
+		 * compresses is shared with the copies). In a file cut for
+		 * shifted dedupe, one that does not compress
 		 * keeps its whole blocks, which copies share, and only its
 		 * last partial block goes to the packed inode.
 		 */
@@ -666,7 +675,10 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 				continue;
 			}
 		}
-		if (frags && rem <= zc->pcluster_size) {
+		if (frags && rem <= avail &&
+		    rem <= (z.cuts && z.cuts->nr ?
+			    (uint64_t)zc->pcluster_size :
+			    FRAG_TAIL_MAX(zc->pcluster_size))) {
 			err = set_fragment(&z, pos, src, (uint32_t)rem);
 			break;
 		}

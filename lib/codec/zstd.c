@@ -12,6 +12,7 @@
 
 #include "codec/codec.h"
 #include "format/erofs_fs.h"
+#include "util/checked.h"
 
 /* A workspace starts with the library context made by *_init(). */
 struct zstd_cws {
@@ -186,6 +187,22 @@ static int zstd_fill_pass(ZSTD_CCtx *cctx, int level, ZSTD_outBuffer out,
 	return 0;
 }
 
+/*
+ * Whether a stream of @fit bytes (after the gap for the content size)
+ * ends close enough to the end of a unit (a block of the image) that
+ * filling on would save little: full by kiln_destsize_full(), or with at
+ * most a quarter of its last unit empty.
+ */
+static bool fill_tight(size_t fit, size_t cap,
+		       const struct kiln_destsize_hint *h)
+{
+	size_t len = FILL_FCS_LEN + fit + FILL_END_LEN;
+	size_t unit = h && h->unit && h->unit < cap ? h->unit : cap;
+	size_t used = (len + unit - 1) / unit * unit;
+
+	return kiln_destsize_full(len, cap, h) || used - len <= unit / 4;
+}
+
 static ssize_t zstd_compress_fill(void *ws, int level, void *dst,
 				  size_t dst_cap, const void *src,
 				  size_t *src_len,
@@ -212,21 +229,28 @@ static ssize_t zstd_compress_fill(void *ws, int level, void *dst,
 	out.pos = 0;
 	err = zstd_fill_pass(cctx, level, out, src, n, budget, slack, 0, rin,
 			     rout, &p);
-	if (err)
-		return err;
-	len = FILL_FCS_LEN + p.fit + FILL_END_LEN;
-	/* a chunk ran over far from full: once more, slower past the fit */
-	if (p.over && p.taken && !kiln_destsize_full(len, dst_cap, h)) {
+	/*
+	 * A chunk ran over with the stream's end far from a block's: once
+	 * more, at once to the prefix known to fit and slower past it; when
+	 * even the first chunk ran over (the data compresses worse than the
+	 * stream's last pcluster did), from half the budget, which any data
+	 * fits. Then the best fit is kept, whatever its length: a pcluster
+	 * of fewer blocks costs only its last block's slack, which a search
+	 * by whole compressions would cost many times over to save.
+	 */
+	if (!err && p.over && !fill_tight(p.fit, dst_cap, h)) {
+		size_t known = p.taken ? p.taken : KILN_MIN(n, budget / 2);
+
 		if (h)
 			h->compressions++;
 		err = zstd_fill_pass(cctx, level, out, src, n, budget, slack,
-				     p.taken, p.taken, p.fit, &p);
-		if (err)
-			return err;
-		len = FILL_FCS_LEN + p.fit + FILL_END_LEN;
+				     known, p.taken ? p.taken : 1,
+				     p.taken ? p.fit : 1, &p);
 	}
-	/* nothing fit, or too far from full: search instead */
-	if (!p.taken || (p.taken < n && budget - p.fit > dst_cap / 8))
+	if (err)
+		return err;
+	len = FILL_FCS_LEN + p.fit + FILL_END_LEN;
+	if (!p.taken)
 		return -EAGAIN;
 	/* 6-byte header without a content size, as asked for */
 	if (d[FILL_FCS_LEN + 4] & 0xe3)
