@@ -272,7 +272,7 @@ KILN_API ssize_t kiln_file_pread(struct kiln_file *file, void *buf,
 		if (r.hole) {
 			memset(dst + done, 0, (size_t)r.len);
 		} else {
-			src = kiln_metabuf_get(file->img, r.phys, (size_t)r.len);
+			src = kiln_databuf_get(file->img, r.phys, (size_t)r.len);
 			if (!src)
 				return KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%llu) unreadable",
 						    (unsigned long long)file->inode.nid,
@@ -300,7 +300,7 @@ int kiln_file_direct(struct kiln_file *file, uint64_t off, size_t len,
 	if (err)
 		return err;
 	if (!r.hole && r.len >= len) {
-		*ptr = kiln_metabuf_get(file->img, r.phys, len);
+		*ptr = kiln_databuf_get(file->img, r.phys, len);
 		if (!*ptr)
 			return KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%zu) unreadable",
 					    (unsigned long long)file->inode.nid,
@@ -326,6 +326,12 @@ KILN_API int kiln_file_locate(struct kiln_file *file, uint64_t off,
 	/* metabox bytes are decoded data, not bytes of the image */
 	if (r.hole || kiln_in_metabox(r.phys))
 		return 0;
+	/* the caller copies these bytes itself: verify them first */
+	if (!kiln_databuf_get(file->img, r.phys, (size_t)r.len))
+		return KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%llu) unreadable",
+				    (unsigned long long)file->inode.nid,
+				    (unsigned long long)r.phys,
+				    (unsigned long long)r.len);
 	*img_off = r.phys;
 	return 1;
 }

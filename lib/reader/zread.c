@@ -175,7 +175,7 @@ static int zr_stream(struct kiln_file *file, const struct kiln_zext *ext,
 		     const uint8_t **src, size_t *src_len)
 {
 	struct kiln_image *img = file->img;
-	const uint8_t *p = kiln_metabuf_get(img, ext->pa, ext->plen);
+	const uint8_t *p = kiln_databuf_get(img, ext->pa, ext->plen);
 	size_t skip = 0, window;
 
 	if (!p || !ext->plen)
@@ -383,7 +383,7 @@ static int zr_plain(struct kiln_file *file, const struct kiln_zext *ext,
 		    uint8_t *buf, uint64_t within, size_t n)
 {
 	struct kiln_image *img = file->img;
-	const uint8_t *p = kiln_metabuf_get(img, ext->pa, ext->plen);
+	const uint8_t *p = kiln_databuf_get(img, ext->pa, ext->plen);
 	uint64_t r, c, end = within + n;
 
 	if (!p)
@@ -541,7 +541,7 @@ int kiln_zread_locate(struct kiln_file *file, uint64_t off, uint64_t max,
 		return 0;
 	/* as zr_plain() reads it: byte k of the extent at pa + k, and
 	 * kiln_zmap_lookup() checked llen <= plen */
-	if (!kiln_metabuf_get(file->img, ext.pa, ext.plen))
+	if (!kiln_databuf_get(file->img, ext.pa, ext.plen))
 		return KILN_CORRUPT(file->img, "nid %llu: plain pcluster at %llu outside the image",
 				    (unsigned long long)file->inode.nid,
 				    (unsigned long long)ext.pa);

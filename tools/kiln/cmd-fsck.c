@@ -16,11 +16,12 @@ static const struct cli_option fsck_options[] = {
 	{ "verbose", 'v', NULL, "print every problem, not just the first" },
 	{ "no-data", OPT_NO_DATA, NULL, "check metadata only, do not read "
 					"file data" },
+	CLI_VERITY_OPTIONS,
 };
 
 static const struct cli_spec fsck_spec = {
 	.cmd = "fsck",
-	.usage = "[-q] [-v] [--no-data] IMAGE",
+	.usage = "[-q] [-v] [--no-data] [--verity ROOT_HASH] IMAGE",
 	.summary = "Check IMAGE: every inode reachable from the root, "
 		   "directories, link counts, xattrs and every byte of data.\n"
 		   "A clean result proves the structure: the superblock (and "
@@ -30,6 +31,10 @@ static const struct cli_spec fsck_spec = {
 		   "cannot prove\nthe data: EROFS stores no checksum of file "
 		   "data, so a changed byte in a file's\nstored or raw blocks "
 		   "still passes.\n"
+		   "With --verity (an image built with kiln build --verity, or "
+		   "any dm-verity tree),\nevery data block and tree block is "
+		   "also checked against the root hash: that\nproves the data, "
+		   "and the files on bad blocks are named.\n"
 		   "Exit status: 0 sound, 1 corrupt, 2 usage or I/O error.",
 	.opts = fsck_options,
 	.nr_opts = sizeof(fsck_options) / sizeof(fsck_options[0]),
@@ -65,6 +70,7 @@ int cmd_fsck(int argc, char **argv)
 	struct kiln_fsck_opts opts = { .struct_size = sizeof(opts) };
 	struct kiln_fsck_report rep;
 	struct fsck_cli ctx = { 0 };
+	struct cli_verity verity = { 0 };
 	struct kiln_image *img;
 	struct cli_log lg;
 	const char *arg;
@@ -76,6 +82,12 @@ int cmd_fsck(int argc, char **argv)
 		case 'q': quiet = true; break;
 		case 'v': ctx.verbose = true; break;
 		case OPT_NO_DATA: opts.flags |= KILN_FSCK_METADATA_ONLY; break;
+		case CLI_OPT_VERITY:
+		case CLI_OPT_VERITY_SALT:
+		case CLI_OPT_VERITY_HASH_OFFSET:
+			if (cli_verity_option(&fsck_spec, &verity, c, arg))
+				return 2;
+			break;
 		}
 	}
 	if (c != CLI_OPT_END)
@@ -87,7 +99,10 @@ int cmd_fsck(int argc, char **argv)
 
 	cli_log_init(&lg, ctx.image, ctx.verbose ? KILN_LOG_INFO :
 						   KILN_LOG_WARN);
-	err = cli_open_image(&img, ctx.image, &lg);
+	if ((verity.has_salt || verity.hash_offset) && !verity.on)
+		return cli_usage_error(&fsck_spec, "--verity-salt and "
+				       "--verity-hash-offset need --verity");
+	err = cli_open_image_verity(&img, ctx.image, &lg, &verity);
 	if (err)	/* a bad superblock is corruption; a missing file is not */
 		return err == -KILN_ECORRUPT || err == -EOPNOTSUPP ? 1 : 2;
 	/* reader errors are shown as the detail of the problem they cause */
@@ -123,6 +138,10 @@ int cmd_fsck(int argc, char **argv)
 		       (unsigned long long)rep.xattrs,
 		       cli_human_size(rep.bytes_read, hs, sizeof(hs)),
 		       rep.seconds);
+		if (verity.on)
+			printf("kiln: %s: dm-verity: all %llu blocks (data and "
+			       "tree) match the root hash\n", ctx.image,
+			       (unsigned long long)rep.verity_blocks);
 	}
 	return 0;
 }
