@@ -342,3 +342,29 @@ def test_block_device_holds_image_and_tree(kiln, tree, tmp_path, loopdev):
     os.mknod(node2, stat.S_IFBLK | 0o600, os.stat(small).st_rdev)
     r = kiln.fails("build", "--verity", tree, node2, env=SDE)
     assert "does not fit" in r.err, r.describe()
+
+
+@pytest.mark.parametrize("bsz", [4096, 512])
+def test_tree_is_what_veritysetup_format_writes(kiln, tree, tmp_path, bsz):
+    """veritysetup format over the bare image with kiln's salt: the same
+    root hash, the same tree bytes, the same superblock but its UUID."""
+    need_veritysetup()
+    img, bare = tmp_path / "v.img", tmp_path / "bare.img"
+    v = build(kiln, tree, img, "-b", str(bsz))
+    data = img.read_bytes()
+    off = v["offset"]
+    bare.write_bytes(data[:off])
+    r = veritysetup("format", bare, bare, f"--hash-offset={off}",
+                    f"--salt={v['salt']}", f"--data-blocks={v['blocks']}",
+                    f"--data-block-size={bsz}", f"--hash-block-size={bsz}")
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"Root hash:\s+([0-9a-f]{64})", r.stdout)
+    assert m and m.group(1) == v["root"], r.stdout
+    theirs = bare.read_bytes()
+    assert len(theirs) == len(data)
+    assert theirs[off + bsz:] == data[off + bsz:], "the trees differ"
+    uuid = slice(off + 16, off + 32)
+    assert (theirs[off:off + 512][:16] + theirs[off + 32:off + 512] ==
+            data[off:off + 512][:16] + data[off + 32:off + 512]), \
+        "the superblocks differ beyond the UUID"
+    assert theirs[uuid] != b"\0" * 16
