@@ -8,7 +8,9 @@
 # Corpus: /usr/share/doc; with --linux also bench/out/corpus/linux-source-*
 # when bench/prepare-corpus.sh unpacked it (slow).
 # Usage: bench/verity.sh [--runs N] [--linux] [--corpus DIR]...
-# Results: bench/out/verity-<time>.txt.
+# Each row: median wall seconds and CPU seconds (user + system: of the
+# build, or of the kiln mount serving the tar). Results:
+# bench/out/verity-<time>.txt.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -41,16 +43,30 @@ STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 TXT=$OUT/verity-$STAMP.txt
 trap 'fusermount3 -u "$MNT" 2>/dev/null; rm -rf "$WORK"' EXIT
 
-median() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }'; }
+# "WALL CPU" lines in, "WALL CPU" medians out (each column on its own).
+median2() {
+	local f=$WORK/samples w c
+	cat > "$f"
+	w=$(cut -d' ' -f1 "$f" | sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "nan" }')
+	c=$(cut -d' ' -f2 "$f" | sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "nan" }')
+	echo "$w $c"
+}
 
-# median_of CMD...: the median wall time of $RUNS runs (outputs removed first).
+# median_of CMD...: median wall and CPU (user + system) seconds of $RUNS
+# runs (outputs removed first). On a shared machine CPU time is the one
+# to trust.
 median_of() {
-	local i
+	local i TIMEFORMAT="%R %U %S"
 	for i in $(seq "$RUNS"); do
 		rm -f "$WORK/img"
-		time_cmd "$@"
-		echo
-	done | median
+		# bash's time: wall, user and system of the command and its children
+		if ! { time "$@" >/dev/null 2>&1; } 2> "$WORK/time"; then
+			echo "FAILED: $*" >&2
+			echo "nan nan"
+			continue
+		fi
+		awk '{ printf "%s %.2f\n", $1, $2 + $3 }' "$WORK/time"
+	done | median2
 }
 
 kiln_build() { "$KILN" build -q -z zstd:3 -j2 "$@"; }
@@ -61,17 +77,29 @@ mkfs_then_format() {
 			--hash-offset="$(stat -c %s "$WORK/img")" >/dev/null
 }
 
-# tar of the whole mount of $WORK/v.img, cold: median seconds.
+# tar of the whole mount of $WORK/v.img, cold: median wall seconds of
+# the tar, and CPU seconds of the kiln mount serving it.
 read_mount() {
-	local i
+	local i pid wall t tck
+	tck=$(getconf CLK_TCK)
 	for i in $(seq "$RUNS"); do
-		"$KILN" mount "$@" "$WORK/v.img" "$MNT" || { echo nan; continue; }
+		"$KILN" mount -f "$@" "$WORK/v.img" "$MNT" 2>>"$WORK/mount.err" &
+		pid=$!
+		for t in $(seq 100); do
+			mountpoint -q "$MNT" && break
+			sleep 0.05
+		done
+		mountpoint -q "$MNT" || { echo "nan nan"; kill "$pid"; wait "$pid"; continue; }
 		drop_caches
-		time_cmd sh -c "tar -cf - -C '$MNT' . | cat >/dev/null"
-		echo
+		wall=$(time_cmd sh -c "tar -cf - -C '$MNT' . | cat >/dev/null")
+		awk -v w="$wall" -v tck="$tck" '{ printf "%s %.2f\n", w, ($14 + $15) / tck }' "/proc/$pid/stat"
 		fusermount3 -u "$MNT"
-	done | median
+		wait "$pid"
+	done | median2
 }
+
+# "WALL CPU" "WALL CPU" -> "ratio-wall ratio-cpu"
+ratios() { echo "$(ratio "${1% *}" "${2% *}") $(ratio "${1#* }" "${2#* }")"; }
 
 {
 echo "dm-verity: $RUNS runs each, medians; kiln $("$KILN" --version 2>/dev/null | head -1)"
@@ -83,12 +111,13 @@ for src in "${CORPORA[@]}"; do
 	ver=$(median_of kiln_build --verity "$src" "$WORK/img")
 	kiln_build --verity --verity-root-hash-file "$WORK/root" "$src" "$WORK/v.img"
 	size=$(stat -c %s "$WORK/v.img")
-	printf "build  kiln -z zstd:3 -j2            %8s s\n" "$plain"
-	printf "build  kiln -z zstd:3 -j2 --verity   %8s s   ratio %s\n" "$ver" "$(ratio "$ver" "$plain")"
+	echo "                                       wall s   cpu s    ratio wall cpu"
+	printf "build  kiln -z zstd:3 -j2            %15s\n" "$plain"
+	printf "build  kiln -z zstd:3 -j2 --verity   %15s   %s\n" "$ver" "$(ratios "$ver" "$plain")"
 	if have mkfs.erofs && have veritysetup; then
 		peer=$(median_of mkfs_then_format "$src")
-		printf "build  mkfs.erofs -zzstd,level=3 + veritysetup format %8s s   kiln --verity / this %s\n" \
-			"$peer" "$(ratio "$ver" "$peer")"
+		printf "build  mkfs.erofs + veritysetup      %15s   kiln --verity / this: %s\n" \
+			"$peer" "$(ratios "$ver" "$peer")"
 	else
 		echo "build  mkfs.erofs + veritysetup: not on PATH, skipped"
 	fi
@@ -96,8 +125,8 @@ for src in "${CORPORA[@]}"; do
 	if [ -e /dev/fuse ] && have fusermount3; then
 		r0=$(read_mount)
 		r1=$(read_mount --verity "$(cat "$WORK/root")")
-		printf "read   tar of kiln mount              %8s s\n" "$r0"
-		printf "read   tar of kiln mount --verity     %8s s   ratio %s\n" "$r1" "$(ratio "$r1" "$r0")"
+		printf "read   tar of kiln mount             %15s   (cpu: the mount's)\n" "$r0"
+		printf "read   tar of kiln mount --verity    %15s   %s\n" "$r1" "$(ratios "$r1" "$r0")"
 	else
 		echo "read: no /dev/fuse or fusermount3, skipped"
 	fi
