@@ -368,3 +368,22 @@ def test_tree_is_what_veritysetup_format_writes(kiln, tree, tmp_path, bsz):
             data[off:off + 512][:16] + data[off + 32:off + 512]), \
         "the superblocks differ beyond the UUID"
     assert theirs[uuid] != b"\0" * 16
+
+
+def test_tree_without_superblock_from_veritysetup(kiln, tree, tmp_path):
+    """A tree veritysetup format --no-superblock wrote after a plain
+    image: read with the salt given, refused without it."""
+    need_veritysetup()
+    img = tmp_path / "n.img"
+    kiln.build(tree, img, env=SDE)
+    off = img.stat().st_size
+    salt = "a1b2c3"
+    r = veritysetup("format", img, img, "--no-superblock", f"--salt={salt}",
+                    f"--hash-offset={off}")
+    assert r.returncode == 0, r.stderr
+    root = re.search(r"Root hash:\s+([0-9a-f]{64})", r.stdout).group(1)
+    kiln.ok("fsck", "--verity", root, "--verity-salt", salt, img)
+    r = kiln.fails("fsck", "--verity", root, img)
+    assert "no verity superblock" in r.err, r.describe()
+    r = kiln.fails("fsck", "--verity", root, "--verity-salt", "00", img)
+    assert "root hash" in r.err, r.describe()
