@@ -114,6 +114,12 @@ for src in "${CORPORA[@]}"; do
 	echo "                                       wall s   cpu s    ratio wall cpu"
 	printf "build  kiln -z zstd:3 -j2            %15s\n" "$plain"
 	printf "build  kiln -z zstd:3 -j2 --verity   %15s   %s\n" "$ver" "$(ratios "$ver" "$plain")"
+	stage=$(for i in $(seq "$RUNS"); do
+		"$KILN" build -v -z zstd:3 -j2 --verity "$src" "$WORK/img" 2>&1 >/dev/null |
+			awk '/dm-verity: .* blocks hashed/ { print $(NF - 1) }'
+	done | sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "nan" }')
+	printf "build  kiln's verity stage alone     %8s s wall (kiln build -v), %s of the build\n" \
+		"$stage" "$(ratio "$stage" "${plain% *}")"
 	if have mkfs.erofs && have veritysetup; then
 		peer=$(median_of mkfs_then_format "$src")
 		printf "build  mkfs.erofs + veritysetup      %15s   kiln --verity / this: %s\n" \

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "builder/internal.h"
 #include "builder/output.h"
@@ -166,12 +167,24 @@ static int write_tree(struct kiln_build *b, const struct kiln_verity_geo *g,
 	return err;
 }
 
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) +
+	       (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
 int kiln_verity_write(struct kiln_build *b, uint64_t image_blocks)
 {
 	struct kiln_verity_info *vi = &b->stats.verity;
 	uint8_t *levels[KILN_VERITY_MAX_LEVELS] = { NULL };
 	struct kiln_verity_geo g;
+	struct timespec t0;
 	int err;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 
 	memset(vi, 0, sizeof(*vi));
 	err = kiln_verity_geometry(&g, b->blkszbits, image_blocks,
@@ -205,6 +218,12 @@ int kiln_verity_write(struct kiln_build *b, uint64_t image_blocks)
 		err = write_tree(b, &g, vi, levels);
 	for (unsigned int i = 0; i < g.levels; i++)
 		free(levels[i]);
+	if (!err)
+		kiln_log(&b->lg, KILN_LOG_INFO,
+			 "dm-verity: %llu blocks hashed, %llu tree blocks written in %.3f s",
+			 (unsigned long long)image_blocks,
+			 (unsigned long long)vi->hash_blocks,
+			 seconds_since(&t0));
 	if (err == -ENOMEM)
 		kiln_log(&b->lg, KILN_LOG_ERROR,
 			 "%s: out of memory for the dm-verity tree", b->image);
