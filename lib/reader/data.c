@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "reader/internal.h"
+#include "reader/verity.h"
 #include "util/checked.h"
 
 static bool is_compressed(const struct kiln_inode *in)
@@ -273,6 +274,8 @@ KILN_API ssize_t kiln_file_pread(struct kiln_file *file, void *buf,
 			memset(dst + done, 0, (size_t)r.len);
 		} else {
 			src = kiln_databuf_get(file->img, r.phys, (size_t)r.len);
+			if (!src && kiln_verity_failed(file->img, r.phys, r.len))
+				return -KILN_ECORRUPT;
 			if (!src)
 				return KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%llu) unreadable",
 						    (unsigned long long)file->inode.nid,
@@ -301,6 +304,8 @@ int kiln_file_direct(struct kiln_file *file, uint64_t off, size_t len,
 		return err;
 	if (!r.hole && r.len >= len) {
 		*ptr = kiln_databuf_get(file->img, r.phys, len);
+		if (!*ptr && kiln_verity_failed(file->img, r.phys, len))
+			return -KILN_ECORRUPT;
 		if (!*ptr)
 			return KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%zu) unreadable",
 					    (unsigned long long)file->inode.nid,
@@ -328,7 +333,8 @@ KILN_API int kiln_file_locate(struct kiln_file *file, uint64_t off,
 		return 0;
 	/* the caller copies these bytes itself: verify them first */
 	if (!kiln_databuf_get(file->img, r.phys, (size_t)r.len))
-		return KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%llu) unreadable",
+		return kiln_verity_failed(file->img, r.phys, r.len) ?
+		       -KILN_ECORRUPT : KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%llu) unreadable",
 				    (unsigned long long)file->inode.nid,
 				    (unsigned long long)r.phys,
 				    (unsigned long long)r.len);

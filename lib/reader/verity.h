@@ -11,6 +11,9 @@
 
 #include <kiln/image.h>
 
+#include "reader/internal.h"
+#include "util/checked.h"
+
 struct kiln_verity;
 
 /*
@@ -31,5 +34,18 @@ void kiln_verity_close(struct kiln_image *img);
  */
 int kiln_verity_check(const struct kiln_image *img, uint64_t off,
 		      uint64_t len, bool data);
+
+/*
+ * After kiln_metabuf_get() or kiln_databuf_get() gave NULL for image
+ * bytes [@off, @off + @len): whether that was a dm-verity failure, which
+ * kiln_verity_check() has logged (the caller then returns -KILN_ECORRUPT
+ * without a second, misleading message).
+ */
+static inline bool kiln_verity_failed(const struct kiln_image *img,
+				      uint64_t off, uint64_t len)
+{
+	return img->verity && !kiln_in_metabox(off) &&
+	       kiln_range_ok(off, len, img->size);
+}
 
 #endif
