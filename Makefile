@@ -84,8 +84,11 @@ check-all: deps erofs-utils
 erofs-utils:
 	./scripts/erofs-utils.sh
 
+# The benchmarks run bench/readbench and bench/leveltable too: build them.
 bench: build
+	ninja -C $(BUILD) bench/readbench bench/leveltable
 	./bench/run-all.sh
+	./bench/report.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(DEMO_IMG)

@@ -16,21 +16,29 @@
 # for lz4, lz4hc, deflate:6 (squashfs: gzip -6), zstd:3, zstd:15 and
 # lzma:6 (squashfs: xz), on each corpus.
 #
-# Usage: bench/compress.sh [--quick] [--corpus DIR]...
+# Every tool runs with $THREADS threads (default 2; mkfs.erofs before 1.8
+# with one). Build times: the median of --runs N (default 3), with min
+# and max.
+#
+# Usage: bench/compress.sh [--quick] [--runs N] [--corpus DIR]...
 #   --quick   /usr/share/doc only, and only lz4hc, zstd:3 and lzma:6
 # SETTINGS="zstd3 lzma6" picks settings. Peers come from PATH (a newer
 # mkfs.erofs first on PATH is measured as it is).
-# Results: bench/out/compress-<time>.txt (table) and .csv.
+# Results: bench/out/compress-<time>.txt (table), .csv and .tsv (for
+# bench/report.sh).
 set -eu
 . "$(dirname "$0")/lib.sh"
 
 CORPORA=()
 QUICK=0
+RUNS=3
+THREADS=${THREADS:-2}
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
+	--runs) RUNS=$2; shift ;;
 	--corpus) CORPORA+=("$2"); shift ;;
-	*) echo "usage: $0 [--quick] [--corpus DIR]..." >&2; exit 2 ;;
+	*) echo "usage: $0 [--quick] [--runs N] [--corpus DIR]..." >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -47,12 +55,17 @@ TXT=$OUT/compress-$STAMP.txt
 CSV=$OUT/compress-$STAMP.csv
 IMG=$OUT/compress-work.img
 echo "corpus,setting,tool,seconds,image_bytes" > "$CSV"
+TSV=$OUT/compress-$STAMP.tsv
 
 MKFS_VER=$(mkfs.erofs -V 2>/dev/null | head -n1 | sed 's/^mkfs.erofs *//')
 MKFS_NEW=0	# zstd, lzma, deflate, -E48bit/fragments/dedupe, --workers
 MKFS_MBX=0	# -m: metadata compression (metabox)
+MKFS_THREADS=1
+MKFS_WORKERS=()
 if have mkfs.erofs && mkfs.erofs --help 2>&1 | grep -q -- '--workers'; then
 	MKFS_NEW=1
+	MKFS_THREADS=$THREADS
+	MKFS_WORKERS=("--workers=$THREADS")
 	mkfs.erofs --help 2>&1 | grep -q 'metadata compression' && MKFS_MBX=1
 fi
 
@@ -83,18 +96,20 @@ squash_comp() {
 	esac
 }
 
-# one TOOL SETTING CORPUS CMD...: time a build, record its size.
-declare -A SZ TM
+# one TOOL SETTING CORPUS CMD...: time RUNS builds, record the size.
+declare -A SZ TM SPAN
 one() {
-	local tool=$1 set=$2 src=$3 t sz
+	local tool=$1 set=$2 src=$3 t lo hi sz th=$THREADS
 	shift 3
-	rm -f "$IMG"
-	t=$(time_cmd "$@") || true
+	read -r t lo hi <<< "$(median_of "$RUNS" "$IMG" "$@")"
 	sz=$(stat -c %s "$IMG" 2>/dev/null || echo nan)
 	[ "$t" = nan ] && sz=nan
 	SZ[$tool]=$sz
 	TM[$tool]=$t
+	SPAN[$tool]="$lo-$hi"
 	echo "$src,$set,$tool,$t,$sz" >> "$CSV"
+	case $tool in mkfs.erofs*) th=$MKFS_THREADS ;; esac
+	tsv_row "$src" "$set" "$tool" "$th" "$t" "$lo" "$hi" "$sz"
 }
 
 mib() { awk -v b="$1" 'BEGIN { if (b == "nan") print "nan"; else printf "%.1f", b / 1048576 }'; }
@@ -102,11 +117,20 @@ mib() { awk -v b="$1" 'BEGIN { if (b == "nan") print "nan"; else printf "%.1f", 
 TOOLS=(kiln kiln-best kiln-min kiln-shift mkfs.erofs mkfs.erofs-best mkfs.erofs-48bit mkfs.erofs-mbx mksquashfs)
 {
 	echo "# bench/compress.sh $STAMP on $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "# kiln: $KILN -j2; kiln-best: + -C 131072 --fragments --dedupe; kiln-min: --layout classic -C 131072 --fragments --dedupe-shifted --metabox (Linux 6.17+); kiln-shift: --layout extents -C 262144 --fragments --dedupe-shifted --metabox"
-	echo "# mkfs.erofs: ${MKFS_VER:-erofs-utils 1.5}$([ $MKFS_NEW = 1 ] && echo '; best: -C131072 -Efragments,dedupe --workers=2 (fixed-output pclusters); 48bit: + -E48bit (not lz4/lz4hc)')$([ $MKFS_MBX = 1 ] && echo '; mbx: best + -m16384')"
-	echo "# mksquashfs: -processors 2 -noappend, 128 KiB blocks"
+	echo "# threads: kiln -j $THREADS, mkfs.erofs $MKFS_THREADS, mksquashfs -processors $THREADS; seconds: median (min-max) of $RUNS runs"
+	echo "# kiln: $KILN -j $THREADS; kiln-best: + -C 131072 --fragments --dedupe; kiln-min: --layout classic -C 131072 --fragments --dedupe-shifted --metabox (Linux 6.17+); kiln-shift: --layout extents -C 262144 --fragments --dedupe-shifted --metabox"
+	echo "# mkfs.erofs: ${MKFS_VER:-erofs-utils 1.5}$([ $MKFS_NEW = 1 ] && echo "; best: -C131072 -Efragments,dedupe --workers=$THREADS (fixed-output pclusters); 48bit: + -E48bit (not lz4/lz4hc)")$([ $MKFS_MBX = 1 ] && echo '; mbx: best + -m16384')"
+	echo "# mksquashfs: -processors $THREADS -noappend, 128 KiB blocks"
 	echo "# size_r: tool size / kiln-best size (above 1: kiln-best is smaller)"
 } | tee "$TXT"
+tsv_open "$TSV"
+tsv_row "# title: compressed image size and build time"
+tsv_row "# threads: kiln -j $THREADS, mkfs.erofs $MKFS_THREADS, mksquashfs -processors $THREADS; seconds: median (min-max) of $RUNS runs"
+tsv_row "# x: setting"
+tsv_row "# series: tool"
+tsv_row "# plot: image_bytes MiB 1048576 image size"
+tsv_row "# plot: seconds s 1 build time"
+tsv_row table setting tool threads seconds seconds_min seconds_max image_bytes
 
 for src in "${CORPORA[@]}"; do
 	[ -d "$src" ] || continue
@@ -116,52 +140,54 @@ for src in "${CORPORA[@]}"; do
 	{
 		echo
 		echo "## $src: $n entries, $mb MiB"
-		printf '%-9s %-16s %9s %11s %7s\n' setting tool seconds image_MiB size_r
+		printf '%-9s %-16s %9s %15s %11s %7s\n' setting tool seconds \
+			"(min-max)" image_MiB size_r
 	} | tee -a "$TXT"
 	for set in $SETTINGS; do
-		SZ=(); TM=()
+		SZ=(); TM=(); SPAN=()
 		kz=$(kiln_z "$set")
-		one kiln "$set" "$src" "$KILN" build -q -j2 -z "$kz" "$src" "$IMG"
-		one kiln-best "$set" "$src" "$KILN" build -q -j2 -z "$kz" -C 131072 \
+		one kiln "$set" "$src" "$KILN" build -q -j "$THREADS" -z "$kz" "$src" "$IMG"
+		one kiln-best "$set" "$src" "$KILN" build -q -j "$THREADS" -z "$kz" -C 131072 \
 			--fragments --dedupe "$src" "$IMG"
-		one kiln-min "$set" "$src" "$KILN" build -q -j2 -z "$kz" -C 131072 \
+		one kiln-min "$set" "$src" "$KILN" build -q -j "$THREADS" -z "$kz" -C 131072 \
 			--layout classic --fragments --dedupe-shifted --metabox \
 			"$src" "$IMG"
-		one kiln-shift "$set" "$src" "$KILN" build -q -j2 -z "$kz" -C 262144 \
+		one kiln-shift "$set" "$src" "$KILN" build -q -j "$THREADS" -z "$kz" -C 262144 \
 			--layout extents --fragments --dedupe-shifted --metabox \
 			"$src" "$IMG"
 		mz=$(mkfs_z "$set")
 		if [ -n "$mz" ] && have mkfs.erofs; then
-			one mkfs.erofs "$set" "$src" mkfs.erofs --quiet "-z$mz" "$IMG" "$src"
+			one mkfs.erofs "$set" "$src" mkfs.erofs --quiet "-z$mz" \
+				"${MKFS_WORKERS[@]}" "$IMG" "$src"
 			if [ $MKFS_NEW = 1 ]; then
 				e=-Efragments,dedupe
 				one mkfs.erofs-best "$set" "$src" mkfs.erofs --quiet \
-					"-z$mz" -C131072 "$e" --workers=2 "$IMG" "$src"
+					"-z$mz" -C131072 "$e" "--workers=$THREADS" "$IMG" "$src"
 				case $set in
 				lz4*) ;;
 				*) one mkfs.erofs-48bit "$set" "$src" mkfs.erofs \
 					--quiet "-z$mz" -C131072 "$e,48bit" \
-					--workers=2 "$IMG" "$src" ;;
+					"--workers=$THREADS" "$IMG" "$src" ;;
 				esac
 				# -m puts the root in the metabox: 48-bit layout
 				if [ $MKFS_MBX = 1 ]; then
 					one mkfs.erofs-mbx "$set" "$src" mkfs.erofs \
 						--quiet "-z$mz" -C131072 "$e" -m16384 \
-						--workers=2 "$IMG" "$src"
+						"--workers=$THREADS" "$IMG" "$src"
 				fi
 			fi
 		fi
 		if have mksquashfs; then
 			# shellcheck disable=SC2046
 			one mksquashfs "$set" "$src" mksquashfs "$src" "$IMG" \
-				$(squash_comp "$set") -processors 2 -noappend -quiet
+				$(squash_comp "$set") -processors "$THREADS" -noappend -quiet
 		fi
 		for tool in "${TOOLS[@]}"; do
 			[ -n "${SZ[$tool]:-}" ] || continue
-			printf '%-9s %-16s %9s %11s %7s\n' "$set" "$tool" "${TM[$tool]}" \
-				"$(mib "${SZ[$tool]}")" "$(ratio "${SZ[$tool]}" "${SZ[kiln-best]}")"
+			printf '%-9s %-16s %9s %15s %11s %7s\n' "$set" "$tool" \
+				"${TM[$tool]}" "(${SPAN[$tool]})" "$(mib "${SZ[$tool]}")" "$(ratio "${SZ[$tool]}" "${SZ[kiln-best]}")"
 		done | tee -a "$TXT"
 	done
 done
 rm -f "$IMG"
-echo "results: $TXT" >&2
+echo "results: $TXT, $CSV, $TSV" >&2

@@ -21,7 +21,11 @@
 # server fills it, not how fast it answers a cold read.)
 # Each measurement mounts afresh and drops caches first. On a shared or
 # noisy machine each one runs --repeat times (default 3), in rounds that
-# interleave the systems, and the best is kept (shortest tar, highest fio).
+# interleave the systems; tables give the median with min and max.
+# Threads: the fio jobs say theirs (1, or 4 for rand4); each server runs
+# with its defaults (kiln mount: up to 10 request threads, erofsfuse and
+# squashfuse_ll: libfuse's multithreaded loop), the kernel with its own.
+# Results: bench/out/fuse-<time>.txt (tables) and .tsv (bench/report.sh).
 # KILN_BASE=/path/to/other/kiln adds a column "kiln-base" (before/after).
 # Usage: bench/fuse.sh [--quick] [--only plain|lz4hc] [--repeat N] [--runtime S]
 #                      [--systems "kernel kiln ..."] [--workloads "tar seq ..."]
@@ -95,6 +99,8 @@ fi
 du -sh --apparent-size "$TREE"
 
 # -- images -----------------------------------------------------------------
+# $zk, $ze and $zs hold several options each: split on purpose.
+# shellcheck disable=SC2086
 build_images() { # $1 = plain | lz4hc
 	local m=$1 zk="" ze="" zs="-noI -noD -noF -noX"
 	[ "$m" = lz4hc ] && { zk="-z lz4hc"; ze="-zlz4hc"; zs="-comp lz4 -Xhc"; }
@@ -163,24 +169,27 @@ measure() {
 	drop_caches
 	case $w in
 	tar)   v=$(time_cmd sh -c "$tar_cmd") ;;
-	seq)   v=$(fio_run "seq-$sys-$m" "$f" --ioengine=psync --runtime=$RUNTIME --rw=read --bs=128k --numjobs=1 | awk '{print $2}') ;;
-	rand1) v=$(fio_run "rand1-$sys-$m" "$f" --ioengine=psync --runtime=$RUNTIME --rw=randread --bs=4k --numjobs=1 --io_size=$((BIG_MIB / 8))m --randrepeat=1 | awk '{print $1}') ;;
-	rand4) v=$(fio_run "rand4-$sys-$m" "$f" --ioengine=psync --runtime=$RUNTIME --rw=randread --bs=4k --numjobs=4 --size=25% --offset_increment=25% --io_size=$((BIG_MIB / 16))m --randrepeat=1 | awk '{print $1}') ;;
+	seq)   v=$(fio_run "seq-$sys-$m" "$f" --ioengine=psync --runtime="$RUNTIME" --rw=read --bs=128k --numjobs=1 | awk '{print $2}') ;;
+	rand1) v=$(fio_run "rand1-$sys-$m" "$f" --ioengine=psync --runtime="$RUNTIME" --rw=randread --bs=4k --numjobs=1 --io_size=$((BIG_MIB / 8))m --randrepeat=1 | awk '{print $1}') ;;
+	rand4) v=$(fio_run "rand4-$sys-$m" "$f" --ioengine=psync --runtime="$RUNTIME" --rw=randread --bs=4k --numjobs=4 --size=25% --offset_increment=25% --io_size=$((BIG_MIB / 16))m --randrepeat=1 | awk '{print $1}') ;;
 	esac
 	do_umount "$sys"
 	echo "$v"
 }
 
-# keep_best MODE SYSTEM WORKLOAD VALUE: the shortest tar, the highest fio
-keep_best() {
-	local k=$1,$2,$3
-	R[$k]=$(awk -v a="$4" -v b="${R[$k]:-}" -v low="$([ "$3" = tar ] && echo 1 || echo 0)" \
-		'BEGIN { if (a == "nan" && b != "") print b;
-			 else if (b == "" || b == "nan" || (low ? a + 0 < b + 0 : a + 0 > b + 0)) print a;
-			 else print b }')
+# summarize MODE SYSTEM WORKLOAD: R = the median of every run that gave a
+# figure, SPAN = "min-max" (nan when none did).
+summarize() {
+	local k=$1,$2,$3 med lo hi
+	# shellcheck disable=SC2086 # the runs, one word each
+	read -r med lo hi <<< "$(printf '%s\n' ${ALL[$k]:-} | grep -v nan | stats)"
+	R[$k]=$med
+	SPAN[$k]="$lo-$hi"
+	LO[$k]=$lo
+	HI[$k]=$hi
 }
 
-declare -A R ALL
+declare -A R ALL SPAN LO HI
 
 # Rounds interleave the systems (round 1: every system, then round 2 ...)
 # so that a burst of load elsewhere on the machine hits them all alike.
@@ -202,8 +211,12 @@ run_mode() { # $1 = plain | lz4hc
 			for sys in $avail; do
 				v=$(measure "$sys" "$m" "$w")
 				ALL[$m,$sys,$w]+=" $v"
-				keep_best "$m" "$sys" "$w" "$v"
 			done
+		done
+	done
+	for sys in $avail; do
+		for w in $WORKLOADS; do
+			summarize "$m" "$sys" "$w"
 		done
 	done
 }
@@ -220,16 +233,18 @@ declare -A UNIT=([tar]="tar s" [seq]="seq MiB/s" [rand1]="rand1 IOPS" [rand4]="r
 print_mode() {
 	local m=$1 sys w peer line
 	echo
-	echo "== $m: ${BIG_MIB} MiB file, $SMALL_FILES small files, fio ${RUNTIME}s max, cold cache, best of $REPEAT"
+	echo "== $m: ${BIG_MIB} MiB file, $SMALL_FILES small files, fio ${RUNTIME}s max, cold cache, median (min-max) of $REPEAT"
+	echo "   threads: fio 1 job (seq, rand1), 4 jobs (rand4); servers with their defaults (kiln mount threads=10)"
 	line=$(printf "%-14s" system)
-	for w in $WORKLOADS; do line+=$(printf " %11s %6s" "${UNIT[$w]}" x); done
+	for w in $WORKLOADS; do line+=$(printf " %11s %17s %6s" "${UNIT[$w]}" "(min-max)" x); done
 	echo "$line"
 	for sys in $SYSTEMS; do
 		[ -n "${R[$m,$sys,${WORKLOADS%% *}]:-}" ] || continue
 		line=$(printf "%-14s" "$sys")
 		for w in $WORKLOADS; do
-			line+=$(printf " %11s %6s" "${R[$m,$sys,$w]}" \
-				"$(rel $w "${R[$m,$sys,$w]}" "${R[$m,kernel,$w]:-0}")")
+			line+=$(printf " %11s %17s %6s" "${R[$m,$sys,$w]}" \
+				"(${SPAN[$m,$sys,$w]})" \
+				"$(rel "$w" "${R[$m,$sys,$w]}" "${R[$m,kernel,$w]:-0}")")
 		done
 		echo "$line"
 	done
@@ -246,17 +261,50 @@ print_mode() {
 		[ -n "${R[$m,$peer,${WORKLOADS%% *}]:-}" ] || continue
 		line=$(printf "%-14s" "kiln/$peer")
 		for w in $WORKLOADS; do
-			line+=$(printf " %11s %6s" "" "$(rel $w "${R[$m,kiln,$w]:-0}" "${R[$m,$peer,$w]}")")
+			line+=$(printf " %11s %17s %6s" "" "" "$(rel "$w" "${R[$m,kiln,$w]:-0}" "${R[$m,$peer,$w]}")")
 		done
 		echo "$line"
+	done
+}
+
+declare -A COLUMN=([tar]=tar_s [seq]=seq_mib_s [rand1]=rand1_iops [rand4]=rand4_iops)
+declare -A PLOT=([tar]="tar_s s 1 tar of the tree"
+	[seq]="seq_mib_s MiB/s 1 sequential 128K reads, 1 job"
+	[rand1]="rand1_iops IOPS 1 random 4K reads, 1 job"
+	[rand4]="rand4_iops IOPS 1 random 4K reads, 4 jobs")
+
+# One row per mode and system; a panel per workload in bench/report.sh.
+write_tsv() {
+	local m sys w row head=(table system)
+	tsv_open "$1"
+	tsv_row "# title: cold-cache reads, FUSE servers and the kernel (${BIG_MIB} MiB file, $SMALL_FILES small files)"
+	tsv_row "# threads: fio 1 job (seq, rand1), 4 jobs (rand4); servers with their defaults (kiln mount threads=10); median (min-max) of $REPEAT rounds"
+	tsv_row "# x: system"
+	tsv_row "# series: -"
+	for w in $WORKLOADS; do
+		tsv_row "# plot: ${PLOT[$w]}"
+		head+=("${COLUMN[$w]}" "${COLUMN[$w]}_min" "${COLUMN[$w]}_max")
+	done
+	tsv_row "${head[@]}"
+	for m in $MODES; do
+		for sys in $SYSTEMS; do
+			[ -n "${R[$m,$sys,${WORKLOADS%% *}]:-}" ] || continue
+			row=("$m" "$sys")
+			for w in $WORKLOADS; do
+				row+=("${R[$m,$sys,$w]}" "${LO[$m,$sys,$w]}" "${HI[$m,$sys,$w]}")
+			done
+			tsv_row "${row[@]}"
+		done
 	done
 }
 
 trap 'mountpoint -q "$MNT" && do_umount' EXIT
 MODES="plain lz4hc"
 [ -n "$ONLY" ] && MODES=$ONLY
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 for m in $MODES; do run_mode "$m"; done
-for m in $MODES; do print_mode "$m"; done
+write_tsv "$OUT/fuse-$STAMP.tsv"
+for m in $MODES; do print_mode "$m"; done | tee "$OUT/fuse-$STAMP.txt"
 echo
 echo "x: ratio to the kernel's EROFS mount (higher is better; for tar, kernel time / time);"
 echo "kiln/PEER rows: kiln mount against that FUSE server, same scale (2.00 = twice as fast)."

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for bench/*.sh (sourced, not run).
 # Peers come from PATH; kiln from $KILN or the default build directory.
 
@@ -9,12 +10,15 @@ mkdir -p "$OUT"
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
+# Cold-cache figures are only honest with the caches dropped: a run that
+# cannot drop them stops here (exit 1) rather than measure warm reads.
 drop_caches() {
 	sync
-	if [ -w /proc/sys/vm/drop_caches ]; then
-		echo 3 > /proc/sys/vm/drop_caches
-	else
-		echo "warning: cannot drop caches (not root): reads may be warm" >&2
+	if ! { [ -w /proc/sys/vm/drop_caches ] &&
+	       echo 3 > /proc/sys/vm/drop_caches; } 2>/dev/null; then
+		echo "$0: cannot drop the page cache (needs root): stopping," \
+			"cold-cache figures would be warm ones" >&2
+		exit 1
 	fi
 }
 
@@ -25,6 +29,45 @@ time_cmd() {
 	"$@" >/dev/null 2>&1 || { echo "FAILED: $*" >&2; echo nan; return 1; }
 	t1=$(date +%s.%N)
 	echo "$t1 - $t0" | bc -l | awk '{printf "%.3f", $1}'
+}
+
+# median_of N CLEAN CMD...: run CMD N times (CLEAN, a path, removed before
+# each run) and print "MEDIAN MIN MAX" of the wall seconds; "nan nan nan"
+# if any run failed. N odd gives a true median; even N, the mean of the
+# middle two.
+median_of() {
+	local n=$1 clean=$2 t times=()
+	shift 2
+	for _ in $(seq "$n"); do
+		rm -f "$clean"
+		t=$(time_cmd "$@") || { echo nan nan nan; return 1; }
+		times+=("$t")
+	done
+	printf '%s\n' "${times[@]}" | stats
+}
+
+# stats: "MEDIAN MIN MAX" of the numbers on stdin, one a line (three
+# significant digits, whole numbers from 100 up).
+stats() {
+	sort -g | awk '
+	function f(x) { return x >= 100 ? sprintf("%.0f", x) : sprintf("%.3g", x) }
+	{ v[NR] = $1 } END {
+		if (!NR) { print "nan nan nan"; exit }
+		m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		print f(m), f(v[1]), f(v[NR]) }'
+}
+
+# Machine-readable results for bench/report.sh: tsv_open FILE, then the
+# "# key: value" lines (title, threads, x, series, plot) and the header
+# with tsv_row, then one tsv_row per measurement. bench/README.md has the
+# format.
+tsv_row() {
+	local IFS=$'\t'
+	echo "$*" >> "$TSV"
+}
+tsv_open() {
+	TSV=$1
+	: > "$TSV"
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }

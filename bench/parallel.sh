@@ -7,7 +7,9 @@
 # --workers (erofs-utils 1.8 and later, first on PATH) runs every setting
 # with 128 KiB pclusters, -Efragments,dedupe and --workers=2.
 #
-# Usage: bench/parallel.sh [--quick] [--classic-zstd] [--files N] [--corpus DIR]...
+# Each figure: the median of --runs N (default 3) with the min and max of
+# the wall seconds; peak RSS is the largest of the runs.
+# Usage: bench/parallel.sh [--quick] [--runs N] [--classic-zstd] [--files N] [--corpus DIR]...
 #   --quick     /usr/share/doc only, 20,000 generated files
 #   --files N   generated tiny files (default 200,000; RSS is scaled to 1M;
 #               0: none)
@@ -16,7 +18,7 @@
 # Ratios compare each tool with kiln-ext (kiln, 128 KiB extents); runs
 # over LIMIT_S seconds (default 900) are cut off and shown as nan.
 # SETTINGS="zstd15 lz4hc" runs only those settings (default: all three).
-# Results: bench/out/parallel-<time>.txt (table) and .csv.
+# Results: bench/out/parallel-<time>.txt (table), .csv and .tsv.
 set -eu
 . "$(dirname "$0")/lib.sh"
 
@@ -25,13 +27,15 @@ FILES=200000
 LIMIT_S=${LIMIT_S:-900}	# a run taking longer is reported as nan
 QUICK=0
 CLASSIC_ZSTD=0
+RUNS=3
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1; FILES=20000 ;;
+	--runs) RUNS=$2; shift ;;
 	--classic-zstd) CLASSIC_ZSTD=1 ;;
 	--files) FILES=$2; shift ;;
 	--corpus) CORPORA+=("$2"); shift ;;
-	*) echo "usage: $0 [--quick] [--classic-zstd] [--files N] [--corpus DIR]..." >&2; exit 2 ;;
+	*) echo "usage: $0 [--quick] [--runs N] [--classic-zstd] [--files N] [--corpus DIR]..." >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -46,9 +50,10 @@ WORK=$OUT/parallel-work
 mkdir -p "$WORK"
 echo "corpus,setting,tool,seconds,peak_rss_kib,image_bytes,cpu_seconds" > "$CSV"
 
-# measure OUTFILE CMD...: one measured run; prints "seconds rss_kib bytes
-# cpu_seconds" (user + system: the machine may be shared, wall time not).
-measure() {
+# measure_once OUTFILE CMD...: one measured run; prints "seconds rss_kib
+# bytes cpu_seconds" (user + system: the machine may be shared, wall time
+# not).
+measure_once() {
 	local out=$1 tlog=$WORK/time.log
 	shift
 	rm -f "$out"
@@ -70,6 +75,25 @@ measure() {
 		}' "$tlog"
 }
 
+# measure OUTFILE CMD...: RUNS runs; prints "seconds rss_kib bytes
+# cpu_seconds seconds_min seconds_max": median seconds and CPU, the
+# largest peak RSS, the size of the last image.
+measure() {
+	local runs="" r
+	for _ in $(seq "$RUNS"); do
+		r=$(measure_once "$@")
+		runs+="$r"$'\n'
+	done
+	local good sm slo shi cm rss b
+	good=$(awk 'NF && $1 != "nan"' <<< "$runs")
+	[ -n "$good" ] || { echo "nan nan nan nan nan nan"; return; }
+	read -r sm slo shi <<< "$(awk '{ print $1 }' <<< "$good" | stats)"
+	read -r cm _ _ <<< "$(awk '{ print $4 }' <<< "$good" | stats)"
+	rss=$(awk '$2 > m { m = $2 } END { print m + 0 }' <<< "$good")
+	b=$(tail -n1 <<< "$good" | awk '{ print $3 }')
+	echo "$sm $rss $b $cm $slo $shi"
+}
+
 # The tar pipeline measured as one command (RSS: the larger of the two).
 tar_zstd() { tar -C "$1" -cf - . | zstd -q -T2 "-$2" -o "$3" -f; }
 tar_lz4() { tar -C "$1" -cf - . | lz4 -q -9 - "$2"; }
@@ -84,7 +108,7 @@ if have mkfs.erofs && mkfs.erofs --help 2>&1 | grep -q -- '--workers'; then
 fi
 {
 	echo "# bench/parallel.sh $STAMP on $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "# kiln -j2; mksquashfs -processors 2; tar | zstd -T2 (lz4hc: tar | lz4 -9, single-threaded)"
+	echo "# threads: kiln -j2; mksquashfs -processors 2; tar | zstd -T2 (lz4hc: tar | lz4 -9, single-threaded); median (min-max) of $RUNS runs"
 	if [ $MKFS_MT = 1 ]; then
 		echo "# mkfs.erofs: ${MKFS_VER:-unknown}: -C131072 -Efragments,dedupe --workers=2"
 	else
@@ -94,6 +118,15 @@ fi
 	echo "# kiln: classic 4 KiB pclusters"
 	echo "# ratio columns: tool / kiln-ext (above 1: kiln-ext is faster, leaner or smaller)"
 } | tee "$TXT"
+tsv_open "$OUT/parallel-$STAMP.tsv"
+tsv_row "# title: parallel compressed builds: time, peak memory, size"
+tsv_row "# threads: kiln -j2, mkfs.erofs --workers=2 (one thread without it), mksquashfs -processors 2, zstd -T2, lz4 1; median (min-max) of $RUNS runs"
+tsv_row "# x: setting"
+tsv_row "# series: tool"
+tsv_row "# plot: seconds s 1 build time"
+tsv_row "# plot: peak_rss_kib MiB 1024 peak memory"
+tsv_row "# plot: image_bytes MiB 1048576 image size"
+tsv_row table setting tool seconds seconds_min seconds_max peak_rss_kib image_bytes cpu_seconds
 
 for src in "${CORPORA[@]}"; do
 	[ -d "$src" ] || continue
@@ -103,9 +136,9 @@ for src in "${CORPORA[@]}"; do
 	{
 		echo
 		echo "## $src: $nfiles entries, $((bytes / 1048576)) MiB"
-		printf "%-9s %-11s %8s %8s %10s %12s %7s %9s %7s %7s\n" setting \
-			tool seconds cpu_s peak_MiB image_MiB "in/out" t_ratio \
-			rss_r size_r
+		printf "%-9s %-11s %8s %13s %8s %10s %12s %7s %9s %7s %7s\n" setting \
+			tool seconds "(min-max)" cpu_s peak_MiB image_MiB "in/out" \
+			t_ratio rss_r size_r
 	} | tee -a "$TXT"
 	for setting in $SETTINGS; do
 		case $setting in
@@ -125,7 +158,7 @@ for src in "${CORPORA[@]}"; do
 		# classic 4 KiB pclusters, as mkfs.erofs's default (zstd has no
 		# native fixed-output mode: its prefix search is slow, so the
 		# classic zstd rows run only with --classic-zstd)
-		if [ $setting = lz4hc ] || [ "$CLASSIC_ZSTD" = 1 ]; then
+		if [ "$setting" = lz4hc ] || [ "$CLASSIC_ZSTD" = 1 ]; then
 			R[kiln]=$(measure "$WORK/k.erofs" "$KILN" build -q -j2 \
 				-z "$kz" "$src" "$WORK/k.erofs")
 		fi
@@ -133,7 +166,7 @@ for src in "${CORPORA[@]}"; do
 			R[mkfs.erofs]=$(measure "$WORK/m.erofs" mkfs.erofs --quiet \
 				-z"$mz" -C131072 -Efragments,dedupe --workers=2 \
 				"$WORK/m.erofs" "$src")
-		elif [ $setting = lz4hc ] && have mkfs.erofs; then
+		elif [ "$setting" = lz4hc ] && have mkfs.erofs; then
 			R[mkfs.erofs]=$(measure "$WORK/m.erofs" mkfs.erofs --quiet \
 				-zlz4hc "$WORK/m.erofs" "$src")
 		fi
@@ -152,9 +185,10 @@ for src in "${CORPORA[@]}"; do
 		read -r ks kr kb _ <<< "${R[kiln-ext]}"
 		for tool in kiln-ext kiln-frag kiln mkfs.erofs mksquashfs tar+zstd tar+lz4; do
 			[ -n "${R[$tool]:-}" ] || continue
-			read -r s r b c <<< "${R[$tool]}"
-			printf "%-9s %-11s %8s %8s %10.1f %12.1f %7s %9s %7s %7s\n" \
-				$setting $tool "$s" "$c" "$(echo "$r/1024" | bc -l)" \
+			read -r s r b c lo hi <<< "${R[$tool]}"
+			tsv_row "$src" "$setting" "$tool" "$s" "$lo" "$hi" "$r" "$b" "$c"
+			printf "%-9s %-11s %8s %13s %8s %10.1f %12.1f %7s %9s %7s %7s\n" \
+				"$setting" "$tool" "$s" "($lo-$hi)" "$c" "$(echo "$r/1024" | bc -l)" \
 				"$(echo "$b/1048576" | bc -l)" "$(ratio "$bytes" "$b")" \
 				"$(ratio "$s" "$ks")" "$(ratio "$r" "$kr")" \
 				"$(ratio "$b" "$kb")" | tee -a "$TXT"
@@ -195,9 +229,9 @@ tar -C "$TREE" -cf - . | cat > /dev/null
 	printf "%-34s %8s %10s %10s %14s\n" build seconds peak_MiB base_MiB MiB_per_1M_files
 } | tee -a "$TXT"
 tiny_row() {
-	local name=$1 s r b s0 r0 b0
+	local name=$1 s r b r0
 	shift
-	read -r s0 r0 b0 _ <<< "$(measure "$WORK/tiny.img" "$@" "$WORK/empty")"
+	read -r _ r0 _ _ <<< "$(measure "$WORK/tiny.img" "$@" "$WORK/empty")"
 	read -r s r b _ <<< "$(measure "$WORK/tiny.img" "$@" "$TREE")"
 	printf "%-34s %8s %10.1f %10.1f %14.1f\n" "$name" "$s" "$(echo "$r/1024" | bc -l)" \
 		"$(echo "$r0/1024" | bc -l)" \
@@ -211,6 +245,8 @@ export KILN WORK
 for opts in "-j2" "-j2 -z zstd:3" "-j2 -z lz4hc --memory-limit 16M"; do
 	tiny_row "kiln $opts" bash -c "kiln_tiny \"\$0\" $opts"
 done
+# the inner shell expands "$0", not this one
+# shellcheck disable=SC2016
 have mkfs.erofs && tiny_row "mkfs.erofs (uncompressed)" bash -c 'mkfs_tiny "$0"'
 
 rm -f "$WORK"/*.erofs "$WORK"/*.sqfs "$WORK"/t.* "$WORK"/tiny.img

@@ -12,11 +12,16 @@ if compgen -G "$DEST/linux-source-*/Makefile" > /dev/null; then
 	echo "already unpacked: $(ls -d "$DEST"/linux-source-*/)"
 	exit 0
 fi
-TARBALL=$(ls /usr/src/linux-source-*.tar.xz 2>/dev/null | head -n1 || true)
+first_tarball() {
+	for t in /usr/src/linux-source-*.tar.xz; do
+		[ -f "$t" ] && { echo "$t"; return; }
+	done
+}
+TARBALL=$(first_tarball)
 if [ -z "$TARBALL" ]; then
 	[ "$(id -u)" = 0 ] || { echo "$0: needs root to install $PKG" >&2; exit 1; }
 	apt-get install -y --no-install-recommends "$PKG"
-	TARBALL=$(ls /usr/src/linux-source-*.tar.xz | head -n1)
+	TARBALL=$(first_tarball)
 fi
 mkdir -p "$DEST"
 echo "unpacking $TARBALL into $DEST"

@@ -3,7 +3,7 @@
 # bench/out/. Arguments (e.g. --quick) are passed to each script.
 # A benchmark that fails is reported and the others still run.
 set -u
-cd "$(dirname "$0")"
+cd "$(dirname "$0")" || exit 1
 
 status=0
 for script in build.sh read.sh fuse.sh; do
@@ -17,7 +17,7 @@ done
 # Benchmarks added later and not listed above.
 for script in *.sh; do
 	case $script in
-	lib.sh|prepare-corpus.sh|run-all.sh|build.sh|read.sh|fuse.sh) continue ;;
+	lib.sh|prepare-corpus.sh|run-all.sh|report.sh|build.sh|read.sh|fuse.sh) continue ;;
 	esac
 	echo "=== bench/$script $*"
 	bash "$script" "$@" || { echo "=== bench/$script FAILED" >&2; status=1; }

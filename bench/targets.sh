@@ -22,7 +22,7 @@
 # Usage: bench/targets.sh [--runs N] [--corpus DIR]...
 #   SETTINGS="zstd3 lz4hc" picks settings; TOOLS="kiln mksquashfs" tools.
 # Peers come from PATH: put erofs-utils 1.9 first (scripts/erofs-utils.sh
-# prints its bin directory). Results: bench/out/targets-<time>.txt and .csv.
+# prints its bin directory). Results: bench/out/targets-<time>.txt, .csv and .tsv.
 set -eu
 . "$(dirname "$0")/lib.sh"
 
@@ -95,6 +95,15 @@ mb() { awk -v b="$1" 'BEGIN { if (b == "nan") print "nan"; else printf "%.1f", b
 	echo "# mkfs.erofs: $(mkfs.erofs -V 2>/dev/null | head -n1); $(mksquashfs -version 2>/dev/null | head -n1); every tool at 2 threads"
 	echo "# seconds: median (min-max) of the runs; MB = 10^6 bytes; RSS: largest peak of the runs"
 } | tee "$TXT"
+tsv_open "$OUT/targets-$STAMP.tsv"
+tsv_row "# title: default images per kernel target: size, build time, peak memory"
+tsv_row "# threads: every tool at 2 threads; seconds: median (min-max) of $RUNS runs; RSS: the largest peak"
+tsv_row "# x: setting"
+tsv_row "# series: tool"
+tsv_row "# plot: image_bytes MB 1000000 image size"
+tsv_row "# plot: seconds s 1 build time"
+tsv_row "# plot: peak_rss_kib MiB 1024 peak memory"
+tsv_row table setting tool seconds seconds_min seconds_max image_bytes peak_rss_kib min_kernel
 
 for src in "${CORPORA[@]}"; do
 	[ -d "$src" ] || continue
@@ -129,6 +138,7 @@ for src in "${CORPORA[@]}"; do
 			tm=$(printf '%s\n' "${times[@]}" | med)
 			lo=$(printf '%s\n' "${times[@]}" | sort -g | head -n1)
 			hi=$(printf '%s\n' "${times[@]}" | sort -g | tail -n1)
+			tsv_row "$src" "$set" "$tool" "$tm" "$lo" "$hi" "$sz" "$rss" "$kern"
 			printf '%-7s %-16s %22s %9s %9s %8s\n' "$set" "$tool" \
 				"$tm ($lo-$hi)" "$(mb "$sz")" \
 				"$(awk -v k="$rss" 'BEGIN { printf "%.0f", k / 1024 }')" "$kern" | tee -a "$TXT"
@@ -136,4 +146,4 @@ for src in "${CORPORA[@]}"; do
 	done
 done
 rm -f "$IMG" "$OUT/targets-time.txt"
-echo "results: $TXT" >&2
+echo "results: $TXT, $CSV, $TSV" >&2

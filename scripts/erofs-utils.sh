@@ -16,7 +16,15 @@ mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
 
 # A finished build is reused as it is (cached between runs).
-done_bin=$(ls -d "$CACHE"/erofs-utils-*/bin 2>/dev/null | tail -n1 || true)
+# the newest version's bin (the glob sorts)
+last_of() {
+	last=""
+	for f in "$@"; do
+		[ -e "$f" ] && last=$f
+	done
+	echo "$last"
+}
+done_bin=$(last_of "$CACHE"/erofs-utils-*/bin)
 if [ -n "$done_bin" ] && [ -x "$done_bin/mkfs.erofs" ] &&
    [ -x "$done_bin/fsck.erofs" ] && [ -x "$done_bin/dump.erofs" ]; then
 	echo "$done_bin"
@@ -42,7 +50,7 @@ apt-get update -qq -o Debug::NoLocking=1 >&2
 cd "$APT/src"
 rm -rf erofs-utils-*/
 apt-get source -qq --download-only -o Debug::NoLocking=1 erofs-utils >&2
-dsc=$(ls erofs-utils_*.dsc | tail -n1)
+dsc=$(last_of erofs-utils_*.dsc)
 ver=$(basename "$dsc" .dsc | sed 's/^erofs-utils_//; s/-[^-]*$//')
 dpkg-source -x --no-check "$dsc" "erofs-utils-$ver" >&2
 
@@ -55,6 +63,8 @@ for p in $need; do
 done
 if [ -n "$missing" ]; then
 	unset APT_CONFIG
+	# a list of package names: split on purpose
+	# shellcheck disable=SC2086
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 		--no-install-recommends $missing >&2
 fi

@@ -1,14 +1,17 @@
 #!/bin/sh
-# Install the Debian packages kiln needs to build, test and benchmark.
+# Install the Debian packages kiln needs to build, test and benchmark
+# (man-db, groff-base and zsh: the tests of the generated man pages and
+# completions; shellcheck: CI's script check; gnuplot-nox: bench/report.sh).
 # Only what is missing is installed; nothing is downloaded otherwise.
 set -eu
 
 PKGS="build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
 libzstd-dev liblz4-dev libdeflate-dev liblzma-dev libfuse3-dev fuse3
 libarchive-dev libxxhash-dev libisal-dev libselinux1-dev libssl-dev python3
-python3-pytest attr selinux-utils cryptsetup-bin
+python3-pytest attr acl selinux-utils libarchive-tools cpio cryptsetup-bin
 erofs-utils squashfs-tools squashfuse fio zstd xz-utils bzip2 gzip
-util-linux kmod time bc"
+util-linux kmod time bc
+man-db groff-base zsh shellcheck gnuplot-nox"
 
 missing=""
 for p in $PKGS; do
@@ -21,4 +24,6 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 echo "installing:$missing"
 $SUDO apt-get update -qq
+# $missing is a list of names, $SUDO empty or one word: split on purpose
+# shellcheck disable=SC2086
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing

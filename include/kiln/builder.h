@@ -20,6 +20,13 @@ extern "C" {
 enum kiln_source_kind {
 	KILN_SOURCE_DIR = 0,	/* @source is a directory */
 	KILN_SOURCE_TAR = 1,	/* @source is a tar file, "-" = stdin */
+	/*
+	 * @source is an uncompressed tar file that stays beside the image:
+	 * its members' data are not copied, the image's regular files point
+	 * into the tar, its extra device 1 (mount -o device=TAR). 512-byte
+	 * blocks, no compression; Linux 6.4+.
+	 */
+	KILN_SOURCE_TAR_INDEX = 2,
 };
 
 enum kiln_build_flags {
@@ -37,7 +44,7 @@ enum kiln_build_flags {
 	KILN_BUILD_VERITY	= 1u << 11,	/* append a dm-verity hash tree */
 };
 
-/* How compressed files are mapped (see docs/format notes, section 7). */
+/* How compressed files are mapped (docs/format.md, "Compressed files"). */
 enum kiln_compress_layout {
 	KILN_COMPRESS_LAYOUT_AUTO = 0,	/* classic: what every target mounts */
 	KILN_COMPRESS_LAYOUT_CLASSIC,	/* fixed-output pclusters, lcluster indexes */
@@ -62,17 +69,47 @@ enum kiln_compress_flags {
 enum kiln_packed_order {
 	/*
 	 * Depth first, like the rest of the data: in source trees, whose
-	 * neighbours are alike, the smallest (Linux fs/ and include/ at
-	 * zstd:3: 1.3% smaller than SIMILAR).
+	 * neighbours are alike, the smallest.
 	 */
 	KILN_PACKED_ORDER_PATH = 0,
 	/*
 	 * Similar files side by side, so they compress together: grouped
 	 * by name suffix, then by a fingerprint of their first 4 KiB, then
 	 * in depth-first order (a directory source is read twice). Pays
-	 * where alike files are scattered (/usr/share/doc at zstd:3: 1%).
+	 * where alike files are scattered (bench/README.md has figures).
 	 */
 	KILN_PACKED_ORDER_SIMILAR,
+};
+
+/*
+ * What becomes of OCI / aufs whiteouts (kiln_build_opts.whiteouts): a
+ * member ".wh.NAME" deletes NAME of the layers below, ".wh..wh..opq" makes
+ * its directory opaque (hides what the layers below hold there), and the
+ * other ".wh..wh.*" names are aufs bookkeeping.
+ */
+enum kiln_whiteouts {
+	/* OVERLAY for a tar source, KEEP for a directory source */
+	KILN_WHITEOUTS_AUTO = 0,
+	/* stored as the names they are: plain files */
+	KILN_WHITEOUTS_KEEP,
+	/*
+	 * Turned into what overlayfs reads: ".wh.NAME" becomes the character
+	 * device 0:0 NAME (with the whiteout's mode bits, owner, mtime and
+	 * xattrs), ".wh..wh..opq" the xattr trusted.overlay.opaque="y" on its
+	 * directory (kept even with KILN_BUILD_NO_XATTRS), other ".wh..wh.*"
+	 * are dropped (with what is below them); a directory holding such
+	 * whiteouts gets an empty trusted.overlay.origin, so that overlayfs
+	 * hides them from its listing. In a tar, a whiteout and a member of the same name
+	 * follow extraction order, as mkfs.erofs --aufs: the later one wins.
+	 * In a directory the real file wins. 0:0 character devices already
+	 * in the source stay as they are.
+	 */
+	KILN_WHITEOUTS_OVERLAY,
+	/*
+	 * Dropped, for a flattened image: ".wh.*" names, 0:0 character
+	 * devices and trusted.overlay.opaque xattrs.
+	 */
+	KILN_WHITEOUTS_STRIP,
 };
 
 /* A snapshot of a running build, handed to kiln_build_opts.progress. */
@@ -101,9 +138,13 @@ struct kiln_build_opts {
 	int64_t build_time;		/* seconds, KILN_BUILD_BUILD_TIME */
 	uint8_t uuid[16];		/* KILN_BUILD_UUID */
 	/*
-	 * Exclude patterns (fnmatch(3) with FNM_PATHNAME off, matched against
-	 * the path relative to the source root without a leading '/', and
-	 * against the bare name). An excluded directory is skipped whole.
+	 * Exclude patterns (fnmatch(3)). One that starts with '/' is anchored
+	 * at the source root: it must match the whole path ("/var/cache",
+	 * "/usr/lib/lib?.a"), with FNM_PATHNAME ('*', '?' and [...] never match a
+	 * '/'); directory sources only (-EINVAL with a tar source). Any other
+	 * pattern, FNM_PATHNAME off, is matched against the path relative to
+	 * the root without a leading '/' and against the bare name ("*.o",
+	 * "cache"). An excluded directory is skipped whole.
 	 */
 	const char *const *excludes;
 	size_t nr_excludes;
@@ -225,6 +266,16 @@ struct kiln_build_opts {
 	 * file.
 	 */
 	uint32_t packed_pcluster_size;
+	/* OCI / aufs whiteouts in the source (enum kiln_whiteouts) */
+	enum kiln_whiteouts whiteouts;
+	/*
+	 * Added to every file's owner and group (as mkfs.erofs
+	 * --uid-offset/--gid-offset), after KILN_BUILD_ALL_ROOT and the
+	 * forced ids: --all-root with an offset of 100000 makes every file
+	 * 100000's. An id that would pass 2^32-1 fails the build, naming the
+	 * file. ACL entries keep the ids they name.
+	 */
+	uint32_t uid_offset, gid_offset;
 	/*
 	 * With KILN_BUILD_VERITY: the salt of the dm-verity tree (at most
 	 * KILN_VERITY_SALT_MAX bytes; length 0 is no salt), or NULL for one

@@ -30,7 +30,10 @@ struct kiln_compress_spec {
 /*
  * LZMA levels: 0..9 are xz's presets, KILN_LZMA_EXTREME + n (written
  * "lzma:ne", e.g. "lzma:9e") is preset n with LZMA_PRESET_EXTREME.
- * zstd accepts 1..22 and the fast levels -1..-100 (never 0).
+ * zstd accepts 1..22 and the fast levels -1..-100; "zstd:0" is zstd's
+ * default level (3), as in zstd itself. Elsewhere 0 is no default: lzma:0
+ * is xz's preset 0, and lz4hc and deflate start at 1 (libdeflate's 0 would
+ * store uncompressed: that is "none").
  */
 #define KILN_LZMA_EXTREME	100
 

@@ -39,6 +39,21 @@ struct kiln_image_opts {
 	size_t cache_size;	/* bytes; 0 = default */
 	unsigned int flags;	/* enum kiln_image_flags */
 	/*
+	 * Extra devices (INCOMPAT_DEVICE_TABLE), in device-table order:
+	 * @nr_devices paths, or, when @devices is NULL, @nr_devices open
+	 * descriptors (the caller's, open until kiln_image_close()). Either
+	 * none or exactly as many as the image's table lists; each is
+	 * checked against its slot (size, and the UUID when the tag names
+	 * an EROFS image), and a wrong one fails the open with -EINVAL (one
+	 * that cannot be opened, with open(2)'s errno), logged.
+	 * Without them, data on an extra device reads as -ENODEV ("needs
+	 * device N"), unless the image itself holds that device's blocks
+	 * at its unified address (a flattened image).
+	 */
+	const char *const *devices;
+	const int *device_fds;
+	unsigned int nr_devices;
+	/*
 	 * dm-verity (docs/verity.md): NULL, or the trusted root hash
 	 * (KILN_VERITY_DIGEST_SIZE bytes, copied at open). Then every block
 	 * is checked against the tree before the reader uses it; one that
@@ -118,11 +133,29 @@ struct kiln_image_info {
 	uint32_t meta_blkaddr;
 	uint32_t xattr_blkaddr;
 	kiln_nid_t metabox_nid;		/* with INCOMPAT_METABOX (0x100) only */
+	uint16_t extra_devices;		/* slots of the device table */
 };
 
 KILN_API void kiln_image_get_info(const struct kiln_image *img,
 				  struct kiln_image_info *info);
 KILN_API kiln_nid_t kiln_image_root(const struct kiln_image *img);
+
+/* One slot of the device table, and the device given for it. */
+struct kiln_device_info {
+	const char *tag;	/* NUL-terminated, "" if none; valid until close */
+	uint64_t blocks;	/* device size in blocks, from the slot */
+	uint64_t uniaddr;	/* first block in the unified address space */
+	uint64_t size;		/* bytes of the device given, 0 if none */
+	const char *path;	/* as given (NULL: a descriptor, or none) */
+	int present;		/* 1: given at open; 0: not given */
+};
+
+/*
+ * Describe extra device @n (1 .. info.extra_devices). Returns 0, or
+ * -EINVAL when the image has no such device.
+ */
+KILN_API int kiln_image_device(const struct kiln_image *img, unsigned int n,
+			       struct kiln_device_info *info);
 
 struct kiln_stat {
 	kiln_nid_t nid;

@@ -26,9 +26,10 @@ enum kiln_kfeature {
 	KILN_KF_CHUNKED,	/* chunk-based files (sparse files) */
 	KILN_KF_LZMA,		/* MicroLZMA */
 	KILN_KF_HEAD2,		/* two algorithms in one image */
-	KILN_KF_DEVICES,	/* extra devices (kiln writes none) */
+	KILN_KF_DEVICES,	/* extra devices */
 	KILN_KF_ZTAILPACKING,	/* the last pcluster inline */
 	KILN_KF_FRAGMENTS,	/* the packed inode; partial dedupe references */
+	KILN_KF_DEVICES_SUBPAGE, /* extra devices, blocks below 4 KiB (tar index) */
 	KILN_KF_SUBPAGE,	/* blocks smaller than 4 KiB, uncompressed files */
 	KILN_KF_XATTR_PREFIXES,	/* long xattr name prefixes */
 	KILN_KF_XATTR_FILTER,	/* xattr name bloom filter (compat 0x4) */

@@ -27,6 +27,11 @@ extern "C" {
 
 /* Corrupt image: every reader check that fails returns this (negated). */
 #define KILN_ECORRUPT EUCLEAN
+/*
+ * Not an EROFS image at all (negated): empty, too short for a superblock,
+ * or no EROFS magic where the superblock belongs.
+ */
+#define KILN_ENOTEROFS EMEDIUMTYPE
 
 typedef uint64_t kiln_nid_t;	/* on-disk inode number (32-byte slot) */
 typedef uint64_t kiln_blk_t;	/* block number */

@@ -12,6 +12,7 @@
 #include "builder/internal.h"
 #include "builder/output.h"
 #include "builder/selabel.h"
+#include "builder/tar-index.h"
 #include "builder/verity.h"
 #include "builder/zshift.h"
 #include "format/erofs_fs.h"
@@ -38,6 +39,23 @@ static int build_setup(struct kiln_build *b, const char *source,
 	b->source = source;
 	b->image = image;
 	b->blkszbits = b->opts.blkszbits ? b->opts.blkszbits : 12;
+	if (b->opts.source_kind == KILN_SOURCE_TAR_INDEX) {
+		/* tar member data start on 512-byte records */
+		if (b->opts.blkszbits && b->opts.blkszbits != 9) {
+			kiln_log(&b->lg, KILN_LOG_ERROR, "--tar-index images "
+				 "have 512-byte blocks, as tar records are "
+				 "(-b %u asked)",
+				 1u << KILN_MIN(b->opts.blkszbits, 31u));
+			return -EINVAL;
+		}
+		if (b->opts.compress.codec != KILN_CODEC_NONE) {
+			kiln_log(&b->lg, KILN_LOG_ERROR, "--tar-index stores "
+				 "no file data in the image: there is nothing "
+				 "to compress (-z)");
+			return -EINVAL;
+		}
+		b->blkszbits = 9;
+	}
 	if (b->blkszbits < EROFS_MIN_BLKSZBITS ||
 	    b->blkszbits > EROFS_MAX_BLKSZBITS) {
 		kiln_log(&b->lg, KILN_LOG_ERROR,
@@ -52,10 +70,21 @@ static int build_setup(struct kiln_build *b, const char *source,
 		return -EINVAL;
 	}
 	if (b->opts.source_kind != KILN_SOURCE_DIR &&
-	    b->opts.source_kind != KILN_SOURCE_TAR) {
+	    b->opts.source_kind != KILN_SOURCE_TAR &&
+	    b->opts.source_kind != KILN_SOURCE_TAR_INDEX) {
 		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: unknown source kind %d",
 			 source, (int)b->opts.source_kind);
 		return -EINVAL;
+	}
+	/* the tar scanner matches names and paths only, never from the root */
+	for (size_t i = 0; b->opts.source_kind == KILN_SOURCE_TAR &&
+			   i < b->opts.nr_excludes; i++) {
+		if (b->opts.excludes[i][0] == '/') {
+			kiln_log(&b->lg, KILN_LOG_ERROR,
+				 "exclude '%s': patterns anchored at the root (a leading '/') work on directory sources only",
+				 b->opts.excludes[i]);
+			return -EINVAL;
+		}
 	}
 	if (b->opts.packed_segment_size % (1u << 20) ||
 	    b->opts.packed_segment_size > (1ull << 30)) {
@@ -158,6 +187,7 @@ static void build_release(struct kiln_build *b)
 	kiln_progress_release(&b->progress);
 	kiln_xattr_table_release(&b->xt);
 	kiln_selabel_close(b->selabel);
+	kiln_tar_index_close(b);
 	free(b->tails);
 	free(b->iobuf);
 }
@@ -193,8 +223,11 @@ KILN_API int kiln_build(const char *source, const char *image,
 		err = kiln_out_open(&b->out, image, b->blkszbits,
 				    kiln_super_first_data_blk(b->blkszbits),
 				    &b->lg);
+	if (!err)
+		kiln_out_set_progress(b->out, &b->progress);
 	/* 1. (tar) the tree and regular files' data, in one pass */
-	if (!err && b->opts.source_kind == KILN_SOURCE_TAR)
+	if (!err && (b->opts.source_kind == KILN_SOURCE_TAR ||
+		     b->opts.source_kind == KILN_SOURCE_TAR_INDEX))
 		err = kiln_tar_scan(b);
 	if (!err)
 		settle_times(b);
@@ -206,9 +239,9 @@ KILN_API int kiln_build(const char *source, const char *image,
 		err = kiln_packed_write(b);
 	/* 3. inode positions and nids, 4. the metadata, 5. the superblock */
 	if (!err)
-		err = kiln_layout_assign_nids(b);
+		err = kiln_place_assign_nids(b);
 	if (!err)
-		err = kiln_layout_write_meta(b);
+		err = kiln_place_write_meta(b);
 	if (!err)
 		err = kiln_super_write(b);
 	/* 6. with --verify: read the image back before it takes the name */
@@ -228,8 +261,8 @@ KILN_API int kiln_build(const char *source, const char *image,
 		err = kiln_out_commit(out, b->stats.total_bytes);
 	}
 	if (!err) {
-		kiln_progress_add_out(&b->progress,
-				      b->image_blocks << b->blkszbits);
+		kiln_progress_out_reach(&b->progress,
+					b->image_blocks << b->blkszbits);
 		kiln_progress_end(&b->progress);
 		b->stats.peak_rss = kiln_peak_rss();
 		b->stats.image_bytes = b->image_blocks << b->blkszbits;

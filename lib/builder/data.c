@@ -18,6 +18,7 @@
 #include "format/kernel.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/grow.h"
 
 #define KILN_IOBUF_SIZE (1u << 20)	/* bytes per read/write */
 /* A chunk table larger than this gets bigger chunks (holes become data). */
@@ -146,15 +147,8 @@ static int tail_store(struct kiln_build *b, struct kiln_node *n,
 {
 	int err;
 
-	if (b->tails_len + len > b->tails_cap) {
-		uint64_t cap = KILN_MAX(b->tails_cap * 2, b->tails_len + len);
-		uint8_t *t = realloc(b->tails, cap);
-
-		if (!t)
-			return -ENOMEM;
-		b->tails = t;
-		b->tails_cap = cap;
-	}
+	if (KILN_GROW(b->tails, b->tails_cap, (size_t)(b->tails_len + len)))
+		return -ENOMEM;
 	err = src_pread(src, b->tails + b->tails_len, len, off);
 	if (err)
 		return err;
@@ -261,16 +255,9 @@ static int find_extents(struct src_file *src, uint64_t size,
 		}
 		if ((uint64_t)d >= size)
 			break;
-		if (count == cap) {
-			struct kiln_data_extent *v;
-
-			cap = cap ? cap * 2 : 16;
-			v = realloc(ext, cap * sizeof(*v));
-			if (!v) {
-				free(ext);
-				return -ENOMEM;
-			}
-			ext = v;
+		if (KILN_GROW(ext, cap, count + 1)) {
+			free(ext);
+			return -ENOMEM;
 		}
 		ext[count].start = (uint64_t)d;
 		ext[count].end = KILN_MIN((uint64_t)h, size);

@@ -63,6 +63,9 @@ enum kiln_node_flags {
 	KILN_NODE_LINKED = 1u << 3,	/* tar: reached from the root */
 	KILN_NODE_HASHED = 1u << 4,	/* data_hash holds the data's XXH3 */
 	KILN_NODE_ZCTX = 1u << 5,	/* zctx chosen by path (compress hints) */
+	KILN_NODE_OPAQUE = 1u << 6,	/* an opaque marker named it */
+	KILN_NODE_WHITEOUT = 1u << 7,	/* tar: a whiteout made from ".wh." */
+	KILN_NODE_WHITEOUTS = 1u << 8,	/* a directory holding such */
 };
 
 /* One inode of the image. */
@@ -92,10 +95,11 @@ struct kiln_node {
 	/* symlinks */
 	char *target;
 
-	/* layout, filled by the data pass and nid assignment */
+	/* on-disk form and place, filled by the data pass and place.c */
 	uint8_t datalayout;		/* enum erofs_datalayout */
 	bool extended;
 	uint16_t chunk_format;		/* CHUNK_BASED */
+	uint16_t chunk_device;		/* CHUNK_BASED, 8-byte indexes: device */
 	kiln_blk_t startblk;		/* FLAT_*: first data block */
 	uint32_t *chunks;		/* CHUNK_BASED: block per chunk */
 	uint64_t nr_chunks;
@@ -139,12 +143,17 @@ struct kiln_build {
 	struct kiln_threadpool *pool;	/* workers (pipeline.c), NULL: -j1 */
 	struct kiln_zshift *zshift;	/* extent cuts (zshift.c), or NULL */
 	uint8_t *tails;			/* inline tails of all files */
-	uint64_t tails_len, tails_cap;
+	uint64_t tails_len;
+	size_t tails_cap;
 	void *iobuf;			/* data copy buffer */
 	size_t iobuf_size;
 	uint32_t feature_compat, feature_incompat;
 	kiln_blk_t meta_blkaddr;
 	kiln_blk_t xattr_blkaddr;
+	/* KILN_SOURCE_TAR_INDEX: the tar, extra device 1 (tar-index.c) */
+	struct kiln_tar_index *tindex;
+	uint64_t device_bytes;		/* the tar's size */
+	char device_tag[64];		/* its slot's tag, NUL padded */
 	uint64_t meta_start, meta_end;	/* inode area bytes */
 	uint64_t image_blocks;
 
@@ -229,6 +238,72 @@ void kiln_xattr_sort(struct kiln_xattr_item **items, uint16_t *n);
  */
 int kiln_xattr_set_label(struct kiln_build *b, struct kiln_node *n,
 			 const char *rel, const char *what);
+
+/* acl.c */
+enum kiln_acl_tag {			/* the kernel's ACL_* tags */
+	KILN_ACL_USER_OBJ = 0x01,
+	KILN_ACL_USER = 0x02,
+	KILN_ACL_GROUP_OBJ = 0x04,
+	KILN_ACL_GROUP = 0x08,
+	KILN_ACL_MASK = 0x10,
+	KILN_ACL_OTHER = 0x20,
+};
+struct kiln_acl_entry {
+	uint16_t tag;			/* enum kiln_acl_tag */
+	uint16_t perm;			/* rwx: 4, 2, 1 */
+	uint32_t id;			/* uid or gid of USER and GROUP */
+};
+/* Only the owner, group and other entries: what the mode says alone. */
+bool kiln_acl_is_minimal(const struct kiln_acl_entry *ents, size_t nr);
+/*
+ * Encode @ents (sorted in place) as the value of a system.posix_acl_*
+ * xattr into @dst: 4 + 8 * @nr bytes, the bytes getxattr(2) returns for
+ * the same ACL. Returns the length, -EINVAL for an ACL the kernel would
+ * refuse (a missing owner, group or other entry, a duplicate, named
+ * entries without a mask), or -E2BIG when @dst_cap is too small.
+ */
+ssize_t kiln_acl_encode(void *dst, size_t dst_cap,
+			struct kiln_acl_entry *ents, size_t nr);
+
+/* owner.c */
+/*
+ * Set @n's owner from the source's @uid:@gid and the build's ownership
+ * options (all-root, forced ids, then the offsets). 0, or -ERANGE (logged,
+ * naming @what) when an offset carries an id past 2^32-1.
+ */
+int kiln_owner_set(struct kiln_build *b, struct kiln_node *n, uint32_t uid,
+		   uint32_t gid, const char *what);
+
+/* whiteout.c */
+enum kiln_whiteout_kind {
+	KILN_WH_NONE = 0,	/* an ordinary name */
+	KILN_WH_FILE,		/* ".wh.NAME": NAME is deleted */
+	KILN_WH_OPAQUE,		/* ".wh..wh..opq": its directory is opaque */
+	KILN_WH_META,		/* other ".wh..wh.*": aufs bookkeeping */
+	KILN_WH_BAD,		/* ".wh.", ".wh..", ".wh...": names nothing */
+};
+/* What the name @name (@len bytes) is; for KILN_WH_FILE, *@target: NAME. */
+enum kiln_whiteout_kind kiln_whiteout_kind(const char *name, size_t len,
+					   const char **target,
+					   size_t *target_len);
+/* opts.whiteouts with AUTO resolved for the source kind. */
+enum kiln_whiteouts kiln_whiteouts_mode(const struct kiln_build_opts *o);
+/* An overlayfs whiteout: a character device 0:0 (@rdev encoded or not). */
+bool kiln_whiteout_is_overlay(mode_t mode, uint32_t rdev);
+bool kiln_whiteout_is_opaque_xattr(const struct kiln_xattr_item *it);
+/* Drop trusted.overlay.opaque from @n's xattrs (no refs counted). */
+void kiln_whiteout_strip_xattrs(struct kiln_node *n);
+/*
+ * Give @dir trusted.overlay.opaque="y" (replacing another value), keeping
+ * its xattrs sorted; counts no refs. 0 or a negative errno.
+ */
+int kiln_whiteout_set_opaque(struct kiln_build *b, struct kiln_node *dir);
+/*
+ * Give @dir, which holds whiteouts made from ".wh." names, an empty
+ * trusted.overlay.origin (unless it has one), so that overlayfs hides
+ * them from its listing. Same contract as kiln_whiteout_set_opaque().
+ */
+int kiln_whiteout_set_origin(struct kiln_build *b, struct kiln_node *dir);
 
 /* inode.c */
 bool kiln_inode_fits_compact(const struct kiln_node *n, int64_t epoch,
@@ -414,11 +489,11 @@ bool kiln_packed_wanted(const struct kiln_build *b);
 /* Input bytes per segment of the packed inode (packed_segment_size). */
 uint64_t kiln_packed_segment_size(const struct kiln_build *b);
 
-/* layout.c */
-int kiln_layout_assign_nids(struct kiln_build *b);
-int kiln_layout_write_meta(struct kiln_build *b);
+/* place.c: where each inode goes (its nid), then the metadata written */
+int kiln_place_assign_nids(struct kiln_build *b);
+int kiln_place_write_meta(struct kiln_build *b);
 /* Whether the inodes go into a metabox (compressed metadata). */
-bool kiln_layout_metabox(const struct kiln_build *b);
+bool kiln_place_in_metabox(const struct kiln_build *b);
 
 /*
  * metabox.c: the metabox inode's content, @size bytes, given in order by

@@ -116,10 +116,7 @@ static int key_cmp(const void *a, const void *b)
 /*
  * Files alike to fewer others than this keep their depth-first place
  * among their suffix's (fp 0): in a source tree a file's neighbours are
- * more like it than a random one. With kernel sources at zstd:3 and 1 MiB
- * packed pclusters, 16 made fs/ and include/ 0.3% smaller than 8 and
- * 1.7% smaller than grouping every pair (/usr/share/doc: 0.2% bigger
- * than 8).
+ * more like it than a random one (figures: bench/README.md, "Measurements behind the defaults").
  */
 #define FP_GROUP_MIN	16u
 

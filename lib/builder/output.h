@@ -16,6 +16,7 @@
 #include "util/log.h"
 
 struct kiln_out;
+struct kiln_progress;
 
 /*
  * Open the destination @path, symlinks followed (a dangling one: its
@@ -30,6 +31,13 @@ struct kiln_out;
 int kiln_out_open(struct kiln_out **outp, const char *path,
 		  unsigned int blkszbits, kiln_blk_t first_blk,
 		  const struct kiln_logger *lg);
+
+/*
+ * Count what is written in @p's out_bytes from now on (the furthest byte
+ * of the image written so far), so the progress shows the image growing.
+ * @p must outlive @out; NULL stops counting.
+ */
+void kiln_out_set_progress(struct kiln_out *out, struct kiln_progress *p);
 
 /* Block size shift of the image. */
 unsigned int kiln_out_blkszbits(const struct kiln_out *out);

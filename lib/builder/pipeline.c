@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "builder/internal.h"
-#include "builder/jobs.h"
+#include "util/jobs.h"
 #include "builder/output.h"
 #include "builder/zfile.h"
 #include "builder/zinternal.h"
@@ -31,9 +31,8 @@
  * Items in flight per worker. Small files are cheap to hold once done
  * (their compressed bytes, which the byte bound counts), and a deep queue
  * keeps every worker busy while a slow item (a big file or an 8 MiB
- * segment at a high level) holds up the commit head: with 4 per worker,
- * workers of -j2 sat idle for about a tenth of a zstd:15 build of kernel
- * sources; with 16, a zstd:15 build of /usr/share/doc took 7% longer.
+ * segment at a high level) holds up the commit head; shallower queues
+ * left workers idle (figures: bench/README.md, "Measurements behind the defaults").
  */
 #define ITEMS_PER_WORKER	128
 

@@ -95,9 +95,16 @@ void kiln_progress_add_done(struct kiln_progress *p, uint64_t files,
 	atomic_fetch_add_explicit(&p->bytes_done, bytes, memory_order_relaxed);
 }
 
-void kiln_progress_add_out(struct kiln_progress *p, uint64_t bytes)
+void kiln_progress_out_reach(struct kiln_progress *p, uint64_t end)
 {
-	atomic_fetch_add_explicit(&p->out_bytes, bytes, memory_order_relaxed);
+	uint64_t now = atomic_load_explicit(&p->out_bytes,
+					    memory_order_relaxed);
+
+	while (now < end &&
+	       !atomic_compare_exchange_weak_explicit(&p->out_bytes, &now, end,
+						      memory_order_relaxed,
+						      memory_order_relaxed))
+		;
 }
 
 /*

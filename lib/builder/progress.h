@@ -58,7 +58,8 @@ void kiln_progress_add_total(struct kiln_progress *p, uint64_t files,
 			     uint64_t bytes);
 void kiln_progress_add_done(struct kiln_progress *p, uint64_t files,
 			    uint64_t bytes);
-void kiln_progress_add_out(struct kiln_progress *p, uint64_t bytes);
+/* out_bytes becomes @end if that is more (the image grew to @end bytes). */
+void kiln_progress_out_reach(struct kiln_progress *p, uint64_t end);
 
 /*
  * Report if at least KILN_PROGRESS_INTERVAL_NS passed since the last

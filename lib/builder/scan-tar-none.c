@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include "builder/internal.h"
+#include "builder/tar-index.h"
 
 int kiln_tar_scan(struct kiln_build *b)
 {
@@ -10,4 +11,9 @@ int kiln_tar_scan(struct kiln_build *b)
 		 "%s: this kiln was built without tar support (libarchive)",
 		 b->source);
 	return -EOPNOTSUPP;
+}
+
+void kiln_tar_index_close(struct kiln_build *b)
+{
+	(void)b;
 }

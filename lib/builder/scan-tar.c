@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Reads a tar stream (every tar format and compression filter libarchive
- * knows) in one pass into the in-memory tree, writing each regular file's
- * data to the image in stream order: members up to TAR_ITEM_MAX are read
- * into memory and compressed by the build's workers while the stream is
- * read on, bigger ones to compress are read a segment at a time and their
+ * Reads a tar stream (or another archive libarchive reads: cpio, zip, 7z,
+ * iso9660 ...; the list is in tar_open()) in one pass into the in-memory
+ * tree, writing each regular file's data to the image in stream order:
+ * members up to TAR_ITEM_MAX are read into memory and compressed by the
+ * build's workers while the stream is read on, bigger ones to compress are read a segment at a time and their
  * segments compressed by the workers as a directory build's are, and
  * bigger ones to store as they are stream by. Entries follow extraction
  * semantics: later ones replace earlier ones, missing parents are implied.
@@ -26,7 +26,9 @@
 #include "builder/internal.h"
 #include "builder/jobs.h"
 #include "builder/output.h"
+#include "builder/tar-acl.h"
 #include "builder/tar-data.h"
+#include "builder/tar-index.h"
 #include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
@@ -71,7 +73,8 @@ struct tar {
 	size_t path_cap;
 	char label[KILN_PATH_BUF];	/* "<archive>: <entry>" */
 	bool warned_absolute;
-	bool warned_acl;
+	enum kiln_whiteouts whiteouts;	/* resolved: never AUTO */
+	bool strip_whiteouts;		/* whiteouts == KILN_WHITEOUTS_STRIP */
 	struct kiln_jobs *jobs;		/* members compressed by workers */
 	bool failed;			/* a failure has been logged */
 	/*
@@ -362,21 +365,6 @@ static int walk_parents(struct tar *t, bool create, struct kiln_node **dirp,
 
 /* ---- attributes ---- */
 
-static void set_owner(struct kiln_build *b, struct kiln_node *n, uint32_t uid,
-		      uint32_t gid)
-{
-	const struct kiln_build_opts *o = &b->opts;
-
-	n->uid = uid;
-	n->gid = gid;
-	if (o->flags & KILN_BUILD_ALL_ROOT)
-		n->uid = n->gid = 0;
-	if (o->flags & KILN_BUILD_FORCE_UID)
-		n->uid = o->force_uid;
-	if (o->flags & KILN_BUILD_FORCE_GID)
-		n->gid = o->force_gid;
-}
-
 static int entry_xattrs(struct tar *t, struct kiln_node *n,
 			struct archive_entry *e)
 {
@@ -395,6 +383,10 @@ static int entry_xattrs(struct tar *t, struct kiln_node *n,
 		unsigned int index = kiln_xattr_prefix(name, &suffix);
 		struct kiln_xattr_item *item, **v;
 		int err;
+
+		if (index == EROFS_XATTR_INDEX_TRUSTED && t->strip_whiteouts &&
+		    !strcmp(suffix, "overlay.opaque"))
+			continue;
 
 		if (!index) {
 			kiln_log(&t->b->lg, KILN_LOG_WARN,
@@ -425,31 +417,12 @@ static int entry_xattrs(struct tar *t, struct kiln_node *n,
 }
 
 /*
- * ACLs archived as tar ACL records (tar --acls: SCHILY.acl.*) name users
- * and groups by name only, which an image cannot resolve; ACLs archived
- * as xattrs (--xattrs-include='system.posix_acl_*') are kept like any
- * other xattr. Say once that the former were dropped.
+ * Type, permissions, owner, mtime, target/rdev/size, xattrs and ACLs of
+ * @e; with @whiteout, @n becomes the overlayfs whiteout (a character
+ * device 0:0) with @e's metadata.
  */
-static void note_acl_records(struct tar *t, const struct kiln_node *n,
-			     struct archive_entry *e)
-{
-	if (t->warned_acl || (t->b->opts.flags & KILN_BUILD_NO_XATTRS) ||
-	    archive_entry_acl_count(e, ARCHIVE_ENTRY_ACL_TYPE_POSIX1E |
-				       ARCHIVE_ENTRY_ACL_TYPE_NFS4) <= 0)
-		return;
-	for (uint16_t i = 0; i < n->nr_xattrs; i++)
-		if (n->xattrs[i]->index == EROFS_XATTR_INDEX_POSIX_ACL_ACCESS ||
-		    n->xattrs[i]->index == EROFS_XATTR_INDEX_POSIX_ACL_DEFAULT)
-			return;
-	kiln_log(&t->b->lg, KILN_LOG_WARN, "%s: tar ACL records are not "
-		 "kept (archive ACLs as xattrs: tar --xattrs "
-		 "--xattrs-include='system.posix_acl_*')", t->label);
-	t->warned_acl = true;
-}
-
-/* Type, permissions, owner, mtime, target/rdev/size and xattrs of @e. */
 static int entry_attrs(struct tar *t, struct kiln_node *n,
-		       struct archive_entry *e)
+		       struct archive_entry *e, bool whiteout)
 {
 	struct kiln_build *b = t->b;
 	la_int64_t uid = archive_entry_uid(e), gid = archive_entry_gid(e);
@@ -462,7 +435,9 @@ static int entry_attrs(struct tar *t, struct kiln_node *n,
 				(long long)uid, (long long)gid);
 	n->mode = type | (archive_entry_perm(e) & 07777);
 	n->flags &= ~(unsigned int)KILN_NODE_IMPLICIT;
-	set_owner(b, n, (uint32_t)uid, (uint32_t)gid);
+	err = kiln_owner_set(b, n, (uint32_t)uid, (uint32_t)gid, t->label);
+	if (err)
+		return err;
 	n->mtime = archive_entry_mtime_is_set(e) ? archive_entry_mtime(e) : 0;
 	nsec = archive_entry_mtime_is_set(e) ? archive_entry_mtime_nsec(e) : 0;
 	n->mtime_nsec = nsec >= 0 && nsec < 1000000000 ? (uint32_t)nsec : 0;
@@ -517,9 +492,17 @@ static int entry_attrs(struct tar *t, struct kiln_node *n,
 		return tar_fail(t, EOPNOTSUPP, "unsupported entry type 0%o",
 				type);
 	}
+	if (whiteout) {
+		n->flags |= KILN_NODE_WHITEOUT;
+		n->mode = S_IFCHR | (n->mode & 07777);
+		n->rdev = 0;
+		n->size = 0;
+		free(n->target);
+		n->target = NULL;
+	}
 	err = entry_xattrs(t, n, e);
 	if (!err)
-		note_acl_records(t, n, e);
+		err = kiln_tar_acls(b, n, e, t->label);
 	/* now, before the data streams: the xattrs shape an inline tail */
 	if (!err)
 		err = kiln_xattr_set_label(b, n, t->path, t->label);
@@ -1152,8 +1135,14 @@ static int entry_data(struct tar *t, struct kiln_node *n,
 	struct kiln_build *b = t->b;
 	struct kiln_data_extent *ext;
 	size_t nr;
-	int err = sparse_map(t, n, e, &ext, &nr);
+	int err;
 
+	if (b->opts.source_kind == KILN_SOURCE_TAR_INDEX) {
+		err = kiln_tar_index_member(b, t->a, e, n, t->label);
+		kiln_progress_add_done(&b->progress, 1, n->size);
+		return err;
+	}
+	err = sparse_map(t, n, e, &ext, &nr);
 	if (err)
 		return err;
 	/* compress hints match the entry's path: the node is not linked yet */
@@ -1171,6 +1160,40 @@ static int entry_data(struct tar *t, struct kiln_node *n,
 
 /* ---- entries ---- */
 
+/*
+ * A hardlink entry with data, as cpio writes them: newc gives the data of
+ * a file with its last name (the names before are empty), odc with every
+ * name. As extraction would write the data through the link, the names
+ * seen so far move to a new node that takes this entry's attributes and
+ * data; *@target becomes it. (The data an odc archive repeats is written
+ * again, unless dedupe finds it.)
+ */
+static int hardlink_data(struct tar *t, struct archive_entry *e,
+			 struct kiln_node **target)
+{
+	struct kiln_node *old = *target, *n;
+	int err;
+
+	if (!S_ISREG(old->mode) || archive_entry_filetype(e) != AE_IFREG)
+		return tar_fail(t, EOPNOTSUPP, "hardlink entry carrying data "
+				"is not a regular file");
+	err = node_new(t, &n);
+	if (!err)
+		err = entry_attrs(t, n, e, false);
+	if (!err)
+		err = entry_data(t, n, e);
+	if (err)
+		return err;
+	for (size_t i = 0; i < t->cap; i++) {
+		struct name_slot *s = &t->slots[i];
+
+		if (s->dir && s->dir->children[s->idx].node == old)
+			s->dir->children[s->idx].node = n;
+	}
+	*target = n;
+	return 0;
+}
+
 /* A hardlink: the name gets the node of an earlier entry. */
 static int entry_hardlink(struct tar *t, struct archive_entry *e,
 			  struct kiln_node *dir, const char *name, size_t len)
@@ -1182,9 +1205,6 @@ static int entry_hardlink(struct tar *t, struct archive_entry *e,
 	size_t tlen, depth;
 	int err;
 
-	if (archive_entry_size_is_set(e) && archive_entry_size(e) > 0)
-		return tar_fail(t, EOPNOTSUPP,
-				"hardlink entry carrying data not supported");
 	/* resolve the target with the same rules (t->path is reused) */
 	saved = strndup(name, len);
 	if (!saved)
@@ -1209,6 +1229,19 @@ static int entry_hardlink(struct tar *t, struct archive_entry *e,
 		free(saved);
 		return tar_fail(t, EPERM, "hardlink to a directory");
 	}
+	if (archive_entry_size_is_set(e) && archive_entry_size(e) > 0) {
+		/* tar readers disagree on such data: only cpio's is clear */
+		if ((archive_format(t->a) & ARCHIVE_FORMAT_BASE_MASK) !=
+		    ARCHIVE_FORMAT_CPIO)
+			err = tar_fail(t, EOPNOTSUPP, "hardlink entry carrying "
+				       "data not supported");
+		else
+			err = hardlink_data(t, e, &target);
+		if (err) {
+			free(saved);
+			return err;
+		}
+	}
 	d = child_find(t, dir, saved, len);
 	if (d)
 		d->node = target;	/* replaces what was there */
@@ -1218,9 +1251,53 @@ static int entry_hardlink(struct tar *t, struct archive_entry *e,
 	return err;
 }
 
+/*
+ * What the whiteout options make of the entry named t->path: *@kind is
+ * KILN_WH_NONE for an entry to store as it is (every entry with
+ * --whiteouts=keep), KILN_WH_META for one to skip (aufs bookkeeping and
+ * what is below it; with strip, every whiteout), else the whiteout.
+ */
+static int entry_whiteout(struct tar *t, struct archive_entry *e,
+			  enum kiln_whiteout_kind *kind)
+{
+	const char *base = strrchr(t->path, '/'), *target;
+	size_t target_len;
+
+	base = base ? base + 1 : t->path;
+	*kind = KILN_WH_NONE;
+	if (t->whiteouts == KILN_WHITEOUTS_KEEP)
+		return 0;
+	/* below an aufs bookkeeping directory (".wh..wh.plnk/..."): skipped */
+	for (const char *p = t->path; p < base;) {
+		const char *end = strchr(p, '/');
+		enum kiln_whiteout_kind k = kiln_whiteout_kind(
+			p, (size_t)(end - p), &target, &target_len);
+
+		if (k == KILN_WH_META ||
+		    (k != KILN_WH_NONE && t->strip_whiteouts)) {
+			*kind = KILN_WH_META;
+			return 0;
+		}
+		p = end + 1;
+	}
+	*kind = kiln_whiteout_kind(base, strlen(base), &target, &target_len);
+	if (t->strip_whiteouts) {
+		/* an overlayfs whiteout in the archive goes too */
+		if (*kind != KILN_WH_NONE ||
+		    (archive_entry_filetype(e) == AE_IFCHR &&
+		     !archive_entry_rdevmajor(e) && !archive_entry_rdevminor(e)))
+			*kind = KILN_WH_META;
+		return 0;
+	}
+	if (*kind == KILN_WH_BAD)
+		return tar_fail(t, EINVAL, "whiteout '%s' names no file", base);
+	return 0;
+}
+
 static int tar_entry(struct tar *t, struct archive_entry *e)
 {
 	const char *raw = archive_entry_pathname(e), *name;
+	enum kiln_whiteout_kind whiteout;
 	struct kiln_node *dir, *n;
 	struct kiln_dentry *d;
 	size_t depth, len;
@@ -1237,20 +1314,33 @@ static int tar_entry(struct tar *t, struct archive_entry *e)
 		if (archive_entry_hardlink(e) ||
 		    archive_entry_filetype(e) != AE_IFDIR)
 			return tar_fail(t, EPERM, "the root must be a directory");
-		return entry_attrs(t, t->b->root, e);
+		return entry_attrs(t, t->b->root, e, false);
 	}
+	err = entry_whiteout(t, e, &whiteout);
+	if (err || whiteout == KILN_WH_META)
+		return err;
 	err = walk_parents(t, true, &dir, &name, &len);
 	if (err)
 		return err;
-	if (archive_entry_hardlink(e))
+	if (whiteout == KILN_WH_OPAQUE) {
+		/* the directory itself may come before or after its marker */
+		dir->flags |= KILN_NODE_OPAQUE;
+		return 0;
+	}
+	if (whiteout == KILN_WH_FILE) {
+		/* ".wh.NAME" deletes NAME: t->path names NAME from now on */
+		memmove(t->path + (name - t->path), name + 4, len - 4 + 1);
+		len -= 4;
+	} else if (archive_entry_hardlink(e)) {
 		return entry_hardlink(t, e, dir, name, len);
+	}
 	d = child_find(t, dir, name, len);
-	if (d && S_ISDIR(d->node->mode) &&
+	if (d && S_ISDIR(d->node->mode) && !whiteout &&
 	    archive_entry_filetype(e) == AE_IFDIR)
-		return entry_attrs(t, d->node, e);	/* keeps its children */
+		return entry_attrs(t, d->node, e, false); /* keeps its children */
 	err = node_new(t, &n);
 	if (!err)
-		err = entry_attrs(t, n, e);
+		err = entry_attrs(t, n, e, whiteout == KILN_WH_FILE);
 	if (!err && S_ISREG(n->mode))
 		err = entry_data(t, n, e);
 	if (err)
@@ -1324,7 +1414,14 @@ static int tar_finish(struct tar *t)
 		struct kiln_node *dir = order[i];
 
 		if (dir->flags & KILN_NODE_IMPLICIT) {
-			set_owner(b, dir, 0, 0);
+			char what[KILN_PATH_BUF];
+			int err = kiln_owner_set(b, dir, 0, 0, kiln_node_path(
+					b, dir, what, sizeof(what)));
+
+			if (err) {
+				free(order);
+				return err;
+			}
 			dir->mtime = now;
 			dir->mtime_nsec = 0;
 		}
@@ -1339,6 +1436,8 @@ static int tar_finish(struct tar *t)
 
 			if (S_ISDIR(n->mode))
 				dir->nlink++;
+			if (n->flags & KILN_NODE_WHITEOUT)
+				dir->flags |= KILN_NODE_WHITEOUTS;
 			if (n->flags & KILN_NODE_LINKED) {
 				n->nlink++;
 				continue;
@@ -1367,6 +1466,16 @@ static int tar_finish(struct tar *t)
 			if (err)
 				return err;
 		}
+		if ((n->flags & KILN_NODE_OPAQUE) && S_ISDIR(n->mode)) {
+			err = kiln_whiteout_set_opaque(b, n);
+			if (err)
+				return err;
+		}
+		if (n->flags & KILN_NODE_WHITEOUTS) {
+			err = kiln_whiteout_set_origin(b, n);
+			if (err)
+				return err;
+		}
 
 		for (uint16_t k = 0; k < n->nr_xattrs; k++)
 			n->xattrs[k]->refs++;
@@ -1379,6 +1488,23 @@ static int tar_finish(struct tar *t)
 	return 0;
 }
 
+/* The archive formats besides tar that --tar reads (tar_open()). */
+static void tar_support_formats(struct archive *a)
+{
+	archive_read_support_format_cpio(a);
+	archive_read_support_format_zip(a);
+	archive_read_support_format_7zip(a);
+	archive_read_support_format_rar(a);
+	archive_read_support_format_rar5(a);
+	archive_read_support_format_iso9660(a);
+	archive_read_support_format_xar(a);
+	archive_read_support_format_cab(a);
+	archive_read_support_format_lha(a);
+	archive_read_support_format_ar(a);
+	archive_read_support_format_warc(a);
+	archive_read_support_format_empty(a);
+}
+
 static int tar_open(struct tar *t)
 {
 	struct kiln_build *b = t->b;
@@ -1387,14 +1513,27 @@ static int tar_open(struct tar *t)
 	t->a = archive_read_new();
 	if (!t->a)
 		return -ENOMEM;
+	/*
+	 * Every archive format libarchive reads that holds a tree, but not
+	 * mtree (a text that names files on this machine, which would make
+	 * a build read them) nor raw (one file without a name). An index
+	 * points into the archive's records: tar only.
+	 */
 	archive_read_support_format_tar(t->a);
-	archive_read_support_format_empty(t->a);
+	if (b->opts.source_kind != KILN_SOURCE_TAR_INDEX)
+		tar_support_formats(t->a);
+	/* filters that run no external program where libarchive has them */
 	archive_read_support_filter_gzip(t->a);
 	archive_read_support_filter_bzip2(t->a);
 	archive_read_support_filter_xz(t->a);
 	archive_read_support_filter_lzma(t->a);
 	archive_read_support_filter_zstd(t->a);
 	archive_read_support_filter_lz4(t->a);
+	archive_read_support_filter_compress(t->a);
+	archive_read_support_filter_lzip(t->a);
+	archive_read_support_filter_uu(t->a);
+	if (b->opts.source_kind == KILN_SOURCE_TAR_INDEX)
+		return kiln_tar_index_open(b, t->a);
 	if (!strcmp(b->source, "-"))
 		r = archive_read_open_fd(t->a, 0, TAR_READ_BLOCK);
 	else
@@ -1414,6 +1553,8 @@ int kiln_tar_scan(struct kiln_build *b)
 	int err;
 
 	t.src = strcmp(b->source, "-") ? b->source : "<stdin>";
+	t.whiteouts = kiln_whiteouts_mode(&b->opts);
+	t.strip_whiteouts = t.whiteouts == KILN_WHITEOUTS_STRIP;
 	snprintf(t.label, sizeof(t.label), "%s", t.src);
 	err = node_new(&t, &b->root);
 	if (err)

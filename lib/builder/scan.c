@@ -19,13 +19,19 @@
 #include "builder/internal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/grow.h"
+#include "util/u64map.h"
 
 #define KILN_SCAN_MAX_DEPTH 1024	/* deeper trees are refused */
 
-/* (dev, ino) -> node, for files with more than one link */
+/*
+ * (dev, ino) -> node, for files with more than one link: one map of inode
+ * numbers per device, as a tree spans few devices.
+ */
 struct link_map {
-	struct kiln_node **slots;
-	size_t cap, used;
+	struct kiln_u64map devs;	/* dev -> index into by_dev */
+	struct kiln_u64map *by_dev;	/* ino -> struct kiln_node * */
+	size_t nr_devs, cap_devs;
 };
 
 struct scan {
@@ -37,7 +43,14 @@ struct scan {
 	char *xnames;			/* llistxattr buffer */
 	size_t xnames_cap;
 	char *xvalue;			/* lgetxattr buffer */
+	enum kiln_whiteouts whiteouts;	/* resolved: never AUTO */
 };
+
+/*
+ * The node of a name read_names() took from ".wh.NAME" (an aufs whiteout,
+ * with --whiteouts=overlay) until scan_dir() gives it one of its own.
+ */
+static struct kiln_node whiteout_mark;
 
 /* "<path>: <what>: <strerror(err)>" (or without @what when empty). */
 static int scan_error(struct scan *s, const char *path, int err,
@@ -93,70 +106,56 @@ const char *kiln_node_path(const struct kiln_build *b,
 	return buf;
 }
 
-static size_t link_hash(dev_t dev, ino_t ino)
+/* The inode map of @dev; with @add, a new one if there is none (NULL: ENOMEM). */
+static struct kiln_u64map *link_dev(struct link_map *m, dev_t dev, bool add)
 {
-	uint64_t h = (uint64_t)ino * 0x9E3779B97F4A7C15ull ^ (uint64_t)dev;
+	uint64_t *idx = kiln_u64map_get(&m->devs, (uint64_t)dev);
 
-	return (size_t)(h ^ (h >> 29));
+	if (idx)
+		return &m->by_dev[*idx];
+	if (!add || KILN_GROW(m->by_dev, m->cap_devs, m->nr_devs + 1) ||
+	    kiln_u64map_insert(&m->devs, (uint64_t)dev, &idx) < 0)
+		return NULL;
+	*idx = m->nr_devs;
+	kiln_u64map_init(&m->by_dev[m->nr_devs]);
+	return &m->by_dev[m->nr_devs++];
 }
 
 static struct kiln_node *link_find(struct link_map *m, dev_t dev, ino_t ino)
 {
-	if (!m->cap)
-		return NULL;
-	for (size_t i = link_hash(dev, ino) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		struct kiln_node *n = m->slots[i];
+	struct kiln_u64map *inos = link_dev(m, dev, false);
+	uint64_t *val = inos ? kiln_u64map_get(inos, (uint64_t)ino) : NULL;
 
-		if (!n)
-			return NULL;
-		if (n->src_dev == dev && n->src_ino == ino)
-			return n;
-	}
+	return val ? (struct kiln_node *)(uintptr_t)*val : NULL;
 }
 
 static int link_add(struct link_map *m, struct kiln_node *n)
 {
-	if ((m->used + 1) * 2 > m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 64;
-		struct kiln_node **slots = calloc(cap, sizeof(*slots));
+	struct kiln_u64map *inos = link_dev(m, n->src_dev, true);
+	uint64_t *val;
+	int err;
 
-		if (!slots)
-			return -ENOMEM;
-		for (size_t i = 0; i < m->cap; i++) {
-			struct kiln_node *o = m->slots[i];
-			size_t j;
-
-			if (!o)
-				continue;
-			for (j = link_hash(o->src_dev, o->src_ino) & (cap - 1);
-			     slots[j]; j = (j + 1) & (cap - 1))
-				;
-			slots[j] = o;
-		}
-		free(m->slots);
-		m->slots = slots;
-		m->cap = cap;
-	}
-	size_t i = link_hash(n->src_dev, n->src_ino) & (m->cap - 1);
-
-	while (m->slots[i])
-		i = (i + 1) & (m->cap - 1);
-	m->slots[i] = n;
-	m->used++;
+	if (!inos)
+		return -ENOMEM;
+	err = kiln_u64map_insert(inos, (uint64_t)n->src_ino, &val);
+	if (err < 0)
+		return err;
+	*val = (uintptr_t)n;
 	return 0;
+}
+
+static void link_release(struct link_map *m)
+{
+	for (size_t i = 0; i < m->nr_devs; i++)
+		kiln_u64map_release(&m->by_dev[i]);
+	free(m->by_dev);
+	kiln_u64map_release(&m->devs);
 }
 
 int kiln_nodes_push(struct kiln_build *b, struct kiln_node *n)
 {
-	if (b->nr_nodes == b->nodes_cap) {
-		size_t cap = b->nodes_cap ? b->nodes_cap * 2 : 256;
-		struct kiln_node **v = realloc(b->nodes, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		b->nodes = v;
-		b->nodes_cap = cap;
-	}
+	if (KILN_GROW(b->nodes, b->nodes_cap, b->nr_nodes + 1))
+		return -ENOMEM;
 	b->nodes[b->nr_nodes++] = n;
 	return 0;
 }
@@ -172,6 +171,7 @@ uint32_t kiln_inode_encode_rdev(dev_t rdev)
 static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path,
 		       bool follow)
 {
+	size_t cap = n->nr_xattrs;	/* of n->xattrs */
 	ssize_t len;
 	int err;
 
@@ -198,7 +198,7 @@ static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path,
 	     name += strlen(name) + 1) {
 		const char *suffix;
 		unsigned int index = kiln_xattr_prefix(name, &suffix);
-		struct kiln_xattr_item *item, **v;
+		struct kiln_xattr_item *item;
 		ssize_t vlen;
 
 		if (!index) {
@@ -229,11 +229,9 @@ static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path,
 			return err;
 		if (n->nr_xattrs == UINT16_MAX)
 			return scan_fail(s, path, E2BIG, "too many xattrs");
-		v = realloc(n->xattrs, (n->nr_xattrs + 1u) * sizeof(*v));
-		if (!v)
+		if (KILN_GROW(n->xattrs, cap, n->nr_xattrs + 1u))
 			return -ENOMEM;
-		n->xattrs = v;
-		v[n->nr_xattrs++] = item;
+		n->xattrs[n->nr_xattrs++] = item;
 	}
 	kiln_xattr_sort(n->xattrs, &n->nr_xattrs);
 	return 0;
@@ -241,21 +239,17 @@ static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path,
 
 /* Fill @n from @st (and read the link target / xattrs). */
 static int scan_node(struct scan *s, struct kiln_node *n, int dirfd,
-		     const char *name, const char *path, const struct stat *st)
+		     const char *name, const char *path, const char *label_path,
+		     const struct stat *st)
 {
 	const struct kiln_build_opts *o = &s->b->opts;
 	const char *rel;
 	int err;
 
 	n->mode = st->st_mode;
-	n->uid = st->st_uid;
-	n->gid = st->st_gid;
-	if (o->flags & KILN_BUILD_ALL_ROOT)
-		n->uid = n->gid = 0;
-	if (o->flags & KILN_BUILD_FORCE_UID)
-		n->uid = o->force_uid;
-	if (o->flags & KILN_BUILD_FORCE_GID)
-		n->gid = o->force_gid;
+	err = kiln_owner_set(s->b, n, st->st_uid, st->st_gid, path);
+	if (err)
+		return err;
 	n->mtime = st->st_mtim.tv_sec;
 	n->mtime_nsec = (uint32_t)st->st_mtim.tv_nsec;
 	n->nlink = 1;
@@ -307,9 +301,14 @@ static int scan_node(struct scan *s, struct kiln_node *n, int dirfd,
 		err = scan_xattrs(s, n, path, !n->parent);
 		if (err)
 			return err;
+		if (s->whiteouts == KILN_WHITEOUTS_STRIP)
+			kiln_whiteout_strip_xattrs(n);
 	}
-	/* @path is "<source>/<rel>": the label goes by the path below it */
-	rel = path + KILN_MIN(strlen(s->b->source), strlen(path));
+	/*
+	 * @label_path is "<source>/<rel>": the label goes by the path below
+	 * it (for a whiteout made from ".wh.NAME", NAME's path)
+	 */
+	rel = label_path + KILN_MIN(strlen(s->b->source), strlen(label_path));
 	rel += strspn(rel, "/");
 	err = kiln_xattr_set_label(s->b, n, rel, path);
 	if (err)
@@ -320,14 +319,54 @@ static int scan_node(struct scan *s, struct kiln_node *n, int dirfd,
 	return 0;
 }
 
+/*
+ * "/usr/lib/lib?.a" is anchored: the whole path from the source root, '*'
+ * and '?' never crossing a '/'. Any other pattern matches the path from
+ * the root or the bare name, '*' crossing '/'.
+ */
 static bool excluded(const struct kiln_build_opts *o, const char *rel,
 		     const char *name)
 {
-	for (size_t i = 0; i < o->nr_excludes; i++)
-		if (!fnmatch(o->excludes[i], rel, 0) ||
-		    !fnmatch(o->excludes[i], name, 0))
+	for (size_t i = 0; i < o->nr_excludes; i++) {
+		const char *pat = o->excludes[i];
+
+		if (pat[0] == '/') {
+			if (!fnmatch(pat + 1, rel, FNM_PATHNAME))
+				return true;
+		} else if (!fnmatch(pat, rel, 0) || !fnmatch(pat, name, 0)) {
 			return true;
+		}
+	}
 	return false;
+}
+
+/*
+ * A directory holding both NAME and ".wh.NAME" keeps the file: overlayfs
+ * cannot hold a whiteout beside a file of the same name, and the file of
+ * this layer hides the lower ones' anyway. @dir's names are sorted.
+ */
+static void drop_shadowed_whiteouts(struct kiln_node *dir)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < dir->nr_children; i++) {
+		struct kiln_dentry *c = &dir->children[i];
+		struct kiln_dentry *prev = kept ? &dir->children[kept - 1] : NULL;
+
+		if (prev && !kiln_dir_namecmp(prev->name, prev->name_len,
+					      c->name, c->name_len)) {
+			/* equal names: one of them is the whiteout */
+			if (prev->node == &whiteout_mark) {
+				free(prev->name);
+				*prev = *c;
+			} else {
+				free(c->name);
+			}
+			continue;
+		}
+		dir->children[kept++] = *c;
+	}
+	dir->nr_children = kept;
 }
 
 /* Read the names of directory @fd (excluding "." and ".."), sorted. */
@@ -341,6 +380,9 @@ static int read_names(struct scan *s, struct kiln_node *dir, int fd,
 	if (!d)
 		return scan_error(s, path, errno, "cannot read directory");
 	for (;;) {
+		enum kiln_whiteout_kind kind;
+		const char *target;
+		size_t target_len;
 		struct dirent *de;
 		size_t len;
 
@@ -368,22 +410,36 @@ static int read_names(struct scan *s, struct kiln_node *dir, int fd,
 			if (excluded(&s->b->opts, relname, de->d_name))
 				continue;
 		}
-		if (dir->nr_children == cap) {
-			struct kiln_dentry *v;
-
-			cap = cap ? cap * 2 : 16;
-			v = realloc(dir->children, cap * sizeof(*v));
-			if (!v) {
-				err = -ENOMEM;
-				break;
-			}
-			dir->children = v;
+		kind = KILN_WH_NONE;
+		if (s->whiteouts != KILN_WHITEOUTS_KEEP)
+			kind = kiln_whiteout_kind(de->d_name, len, &target,
+						  &target_len);
+		if (kind != KILN_WH_NONE && s->whiteouts == KILN_WHITEOUTS_STRIP)
+			continue;
+		if (kind == KILN_WH_BAD) {
+			err = scan_fail(s, path, EINVAL, "a whiteout names no "
+					"file (.wh. alone, or of . or ..)");
+			break;
+		}
+		if (kind == KILN_WH_OPAQUE)
+			dir->flags |= KILN_NODE_OPAQUE;
+		if (kind == KILN_WH_OPAQUE || kind == KILN_WH_META)
+			continue;
+		if (KILN_GROW(dir->children, cap, dir->nr_children + 1)) {
+			err = -ENOMEM;
+			break;
 		}
 		struct kiln_dentry *c = &dir->children[dir->nr_children];
 
-		c->name = strndup(de->d_name, len);
-		c->name_len = (uint16_t)len;
-		c->node = NULL;
+		if (kind == KILN_WH_FILE) {
+			c->name = strndup(target, target_len);
+			c->name_len = (uint16_t)target_len;
+			c->node = &whiteout_mark;
+		} else {
+			c->name = strndup(de->d_name, len);
+			c->name_len = (uint16_t)len;
+			c->node = NULL;
+		}
 		if (!c->name) {
 			err = -ENOMEM;
 			break;
@@ -393,6 +449,11 @@ static int read_names(struct scan *s, struct kiln_node *dir, int fd,
 	closedir(d);
 	if (!err && dir->nr_children)
 		kiln_dir_sort(dir->children, dir->nr_children);
+	if (!err)
+		drop_shadowed_whiteouts(dir);
+	for (size_t i = 0; !err && i < dir->nr_children; i++)
+		if (dir->children[i].node == &whiteout_mark)
+			dir->flags |= KILN_NODE_WHITEOUTS;
 	return err;
 }
 
@@ -404,10 +465,29 @@ static bool is_ancestor_dir(const struct kiln_node *dir, const struct stat *st)
 	return false;
 }
 
+/*
+ * ".wh..wh..opq" was in @dir (KILN_NODE_OPAQUE), or whiteouts were made
+ * there (KILN_NODE_WHITEOUTS): the overlayfs xattrs, counted again.
+ */
+static int dir_overlay_xattrs(struct scan *s, struct kiln_node *dir)
+{
+	int err = 0;
+
+	for (uint16_t i = 0; i < dir->nr_xattrs; i++)
+		dir->xattrs[i]->refs--;
+	if (dir->flags & KILN_NODE_OPAQUE)
+		err = kiln_whiteout_set_opaque(s->b, dir);
+	if (!err && (dir->flags & KILN_NODE_WHITEOUTS))
+		err = kiln_whiteout_set_origin(s->b, dir);
+	for (uint16_t i = 0; i < dir->nr_xattrs; i++)
+		dir->xattrs[i]->refs++;
+	return err;
+}
+
 /* Scan one directory: its entries become nodes appended to b->nodes. */
 static int scan_dir(struct scan *s, struct kiln_node *dir)
 {
-	char path[KILN_PATH_BUF], child[KILN_PATH_BUF];
+	char path[KILN_PATH_BUF], child[KILN_PATH_BUF], whpath[KILN_PATH_BUF];
 	size_t srclen = strlen(s->b->source), kept = 0;
 	const char *rel;
 	int fd, err;
@@ -422,10 +502,13 @@ static int scan_dir(struct scan *s, struct kiln_node *dir)
 	if (fd < 0)
 		return scan_error(s, path, errno, "cannot open directory");
 	err = read_names(s, dir, fd, path, rel);
+	if (!err && (dir->flags & (KILN_NODE_OPAQUE | KILN_NODE_WHITEOUTS)))
+		err = dir_overlay_xattrs(s, dir);
 	for (size_t i = 0; !err && i < dir->nr_children; i++) {
 		struct kiln_dentry *d = &dir->children[i];
 		struct kiln_node *n;
 		struct stat st;
+		bool whiteout;
 		int len;
 
 		len = snprintf(child, sizeof(child), "%s%s%.*s", path,
@@ -435,9 +518,41 @@ static int scan_dir(struct scan *s, struct kiln_node *dir)
 			err = scan_fail(s, path, ENAMETOOLONG, "path too long");
 			break;
 		}
-		if (fstatat(fd, d->name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			err = scan_error(s, child, errno, "cannot stat");
+		whiteout = d->node == &whiteout_mark;
+		d->node = NULL;
+		if (whiteout) {
+			/* the whiteout's own metadata, on the node it names */
+			len = snprintf(whpath, sizeof(whpath), "%s%s.wh.%.*s",
+				       path, path[strlen(path) - 1] == '/' ?
+				       "" : "/", (int)d->name_len, d->name);
+			if (len >= (int)sizeof(whpath) - 1) {
+				err = scan_fail(s, path, ENAMETOOLONG,
+						"path too long");
+				break;
+			}
+		}
+		if (fstatat(fd, whiteout ? strrchr(whpath, '/') + 1 : d->name,
+			    &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			err = scan_error(s, whiteout ? whpath : child, errno,
+					 "cannot stat");
 			break;
+		}
+		if (whiteout) {
+			if (S_ISDIR(st.st_mode)) {
+				err = scan_fail(s, whpath, EINVAL, "a whiteout "
+						"is a directory");
+				break;
+			}
+			st.st_mode = S_IFCHR | (st.st_mode & 07777);
+			st.st_rdev = 0;
+			st.st_size = 0;
+			st.st_nlink = 1;
+		}
+		if (s->whiteouts == KILN_WHITEOUTS_STRIP &&
+		    kiln_whiteout_is_overlay(st.st_mode, (uint32_t)st.st_rdev)) {
+			free(d->name);
+			d->name = NULL;
+			continue;
 		}
 		if (s->image_exists && st.st_dev == s->image_dev &&
 		    st.st_ino == s->image_ino) {
@@ -480,14 +595,16 @@ static int scan_dir(struct scan *s, struct kiln_node *dir)
 		}
 		dir->children[kept++] = *d;
 		n->first = &dir->children[kept - 1];
-		err = scan_node(s, n, fd, d->name, child, &st);
+		err = scan_node(s, n, fd, d->name, whiteout ? whpath : child,
+				child, &st);
 		if (!err && !S_ISDIR(st.st_mode) && st.st_nlink > 1)
 			err = link_add(&s->links, n);
 	}
 	if (err) {
 		/* names not yet kept are freed here; kept ones by tree_free */
 		for (size_t i = kept; i < dir->nr_children; i++)
-			if (!dir->children[i].node)
+			if (!dir->children[i].node ||
+			    dir->children[i].node == &whiteout_mark)
 				free(dir->children[i].name);
 	}
 	dir->nr_children = kept;
@@ -497,7 +614,7 @@ static int scan_dir(struct scan *s, struct kiln_node *dir)
 
 int kiln_scan_tree(struct kiln_build *b)
 {
-	struct scan s = { .b = b };
+	struct scan s = { .b = b, .whiteouts = kiln_whiteouts_mode(&b->opts) };
 	struct kiln_node *root;
 	struct stat st;
 	int err;
@@ -534,13 +651,14 @@ int kiln_scan_tree(struct kiln_build *b)
 		b->root = NULL;
 		goto out;
 	}
-	err = scan_node(&s, root, AT_FDCWD, b->source, b->source, &st);
+	err = scan_node(&s, root, AT_FDCWD, b->source, b->source, b->source,
+			&st);
 	/* breadth first: b->nodes grows while we walk it */
 	for (size_t i = 0; !err && i < b->nr_nodes; i++)
 		if (S_ISDIR(b->nodes[i]->mode))
 			err = scan_dir(&s, b->nodes[i]);
 out:
-	free(s.links.slots);
+	link_release(&s.links);
 	free(s.xnames);
 	free(s.xvalue);
 	return err;

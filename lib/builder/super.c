@@ -90,6 +90,35 @@ static void note_kernel(struct kiln_build *b, const struct erofs_super_block *sb
 			b->stats.experimental |= 1u << f;
 }
 
+/*
+ * --tar-index: the device table, one slot for the tar, in the superblock's
+ * block right after the superblock (no config records: nothing is
+ * compressed). Its unified address is the image's end, so the image and
+ * the tar concatenated are the flattened form a kernel mounts without
+ * device=.
+ */
+static int write_devices(struct kiln_build *b, uint8_t *block, size_t sb_size,
+			 size_t len)
+{
+	struct erofs_super_block *sb = (void *)block;
+	size_t at = kiln_round_up(sb_size, EROFS_DEVT_SLOT_SIZE);
+	struct erofs_deviceslot *d = (void *)(block + at);
+
+	if (b->zctx || at + sizeof(*d) > len ||
+	    (EROFS_SUPER_OFFSET + at) % EROFS_DEVT_SLOT_SIZE)
+		return -EINVAL;
+	sb->extra_devices = kiln_cpu_to_le16(1);
+	sb->devt_slotoff = kiln_cpu_to_le16((uint16_t)((EROFS_SUPER_OFFSET + at) /
+						      EROFS_DEVT_SLOT_SIZE));
+	sb->feature_incompat |=
+		kiln_cpu_to_le32(EROFS_FEATURE_INCOMPAT_DEVICE_TABLE);
+	memcpy(d->tag, b->device_tag, sizeof(d->tag));
+	d->blocks_lo = kiln_cpu_to_le32((uint32_t)
+		kiln_div_round_up(b->device_bytes, b->blksz));
+	d->uniaddr_lo = kiln_cpu_to_le32((uint32_t)b->image_blocks);
+	return 0;
+}
+
 int kiln_super_write(struct kiln_build *b)
 {
 	size_t len = sb_block_len(b->blksz);
@@ -125,6 +154,12 @@ int kiln_super_write(struct kiln_build *b)
 	}
 	if (b->packed)
 		sb->packed_nid = kiln_cpu_to_le64(b->packed->nid);
+	if (b->opts.source_kind == KILN_SOURCE_TAR_INDEX) {
+		int err = write_devices(b, block, sb_size, len);
+
+		if (err)
+			return err;
+	}
 	if (b->opts.flags & KILN_BUILD_UUID) {
 		memcpy(sb->uuid, b->opts.uuid, 16);
 	} else if (b->opts.flags & KILN_BUILD_RANDOM_UUID) {

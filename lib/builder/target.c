@@ -18,16 +18,12 @@
 
 /*
  * Default classic pcluster sizes (compressed bytes), where the target has
- * big pclusters. One-block pclusters cost lz4 7-10% and lzma 7% of the
- * image on /usr/share/doc against 16 KiB and 64 KiB ones
- * (bench/compress.sh). zstd and deflate fill a pcluster by a search over
- * input lengths; on /usr/share/doc (142 MiB, -j2, default levels, a
- * shared machine) one block, 16, 64 and 128 KiB gave
- *   zstd:    52.5, 51.2, 50.5, 49.9 MB in 17.7, 12.5, 10.2, 8.3 s
- *   deflate: 51.9, 50.5, 50.2, 50.0 MB in 77.7, 62.9, 108, 123 s
- * so zstd takes 64 KiB (128 KiB saves 1% more but doubles what a random
- * 4 KiB read decompresses) and deflate 16 KiB (bigger ones cost more
- * search time than the 0.6% they save).
+ * big pclusters: one-block pclusters make lz4 and lzma images clearly
+ * bigger. zstd and deflate fill a pcluster by a search over input
+ * lengths, so a bigger pcluster costs search time: zstd takes 64 KiB
+ * (128 KiB saves little more but doubles what a random 4 KiB read
+ * decompresses) and deflate 16 KiB (bigger ones cost more search time
+ * than they save). Figures: bench/README.md, "Measurements behind the defaults".
  */
 #define LZ4_PCLUSTER_SIZE	(16u * 1024)
 #define LZMA_PCLUSTER_SIZE	(64u * 1024)
@@ -143,7 +139,9 @@ static size_t list_asks(const struct kiln_build *b, struct ask *a)
 	if (z && codec_feature(o->compress.codec) != KILN_KF_EROFS)
 		ASK(codec_feature(o->compress.codec), "-z %s",
 		    kiln_codec_name(o->compress.codec));
-	if (b->blkszbits < 12)
+	if (o->source_kind == KILN_SOURCE_TAR_INDEX)
+		ASK(KILN_KF_DEVICES_SUBPAGE, "--tar-index");
+	else if (b->blkszbits < 12)
 		ASK(z ? KILN_KF_SUBPAGE_COMPRESSED : KILN_KF_SUBPAGE,
 		    "-b %u%s", b->blksz, z ? " with compression" : "");
 	if (!z)

@@ -24,6 +24,7 @@
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 #include "util/fileio.h"
+#include "util/grow.h"
 
 #define VERIFY_BUF_SIZE (1u << 20)
 
@@ -194,14 +195,8 @@ static int check_xattrs(struct verify *v, const struct kiln_node *n)
 
 	if (len < 0)
 		return unreadable(v, "the xattrs", (int)len);
-	if ((size_t)len > v->xnames_cap) {
-		char *p = realloc(v->xnames, (size_t)len);
-
-		if (!p)
-			return -ENOMEM;
-		v->xnames = p;
-		v->xnames_cap = (size_t)len;
-	}
+	if (KILN_GROW(v->xnames, v->xnames_cap, (size_t)len))
+		return -ENOMEM;
 	if (len)
 		len = kiln_listxattr(v->img, n->nid, v->xnames, v->xnames_cap);
 	if (len < 0)
@@ -356,6 +351,9 @@ int kiln_verify(struct kiln_build *b, uint64_t size)
 		.log = b->opts.log,
 		.log_ctx = b->opts.log_ctx,
 		.cache = KILN_CACHE_NONE,
+		/* --tar-index: the file data are the tar's */
+		.devices = &b->source,
+		.nr_devices = b->opts.source_kind == KILN_SOURCE_TAR_INDEX,
 	};
 	struct verify v = { .b = b };
 	int fd = kiln_out_fd(b->out), err;

@@ -13,6 +13,7 @@
 #include "builder/selabel.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/grow.h"
 #include "util/endian.h"
 
 static const struct {
@@ -109,15 +110,8 @@ int kiln_xattr_intern(struct kiln_xattr_table *xt, unsigned int index,
 	}
 	if (xt->nr_items * 2 >= xt->nr_buckets && table_grow(xt))
 		return -ENOMEM;
-	if (xt->nr_items == xt->items_cap) {
-		size_t cap = xt->items_cap ? xt->items_cap * 2 : 64;
-		struct kiln_xattr_item **v = realloc(xt->items, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		xt->items = v;
-		xt->items_cap = cap;
-	}
+	if (KILN_GROW(xt->items, xt->items_cap, xt->nr_items + 1))
+		return -ENOMEM;
 	it = calloc(1, sizeof(*it));
 	if (!it)
 		return -ENOMEM;

@@ -16,9 +16,10 @@
 
 #include <kiln/fsck.h>
 
-#include "check/dirlist.h"
-#include "check/nidmap.h"
+#include "reader/dirlist.h"
 #include "util/checked.h"
+#include "util/grow.h"
+#include "util/u64map.h"
 
 #define FSCK_DEFAULT_MAX_DEPTH	4096
 #define FSCK_READ_CHUNK		(1u << 20)
@@ -47,7 +48,7 @@ struct fsck {
 	struct kiln_image *img;
 	struct kiln_fsck_opts opts;
 	struct kiln_fsck_report *rep;
-	struct kiln_nidmap map;		/* nid -> index into nodes */
+	struct kiln_u64map map;		/* nid -> index into nodes */
 	struct fsck_node *nodes;
 	size_t nr_nodes, cap_nodes;
 	struct fsck_frame *stack;
@@ -156,22 +157,15 @@ static ssize_t get_node(struct fsck *f, kiln_nid_t nid, const char *path,
 	uint64_t *val;
 	int err;
 
-	err = kiln_nidmap_insert(&f->map, nid, &val, is_new);
+	err = KILN_GROW(f->nodes, f->cap_nodes, f->nr_nodes + 1);
 	if (err)
 		return err;
-	*is_new = !*is_new;
+	err = kiln_u64map_insert(&f->map, nid, &val);
+	if (err < 0)
+		return err;
+	*is_new = err;
 	if (!*is_new)
 		return (ssize_t)*val;
-	if (f->nr_nodes == f->cap_nodes) {
-		size_t cap = f->cap_nodes ? f->cap_nodes * 2 : 1024;
-		struct fsck_node *nodes = realloc(f->nodes,
-						  cap * sizeof(*nodes));
-
-		if (!nodes)
-			return -ENOMEM;
-		f->nodes = nodes;
-		f->cap_nodes = cap;
-	}
 	*val = f->nr_nodes;
 	n = &f->nodes[f->nr_nodes++];
 	memset(n, 0, sizeof(*n));
@@ -192,15 +186,10 @@ static ssize_t get_node(struct fsck *f, kiln_nid_t nid, const char *path,
 static int push_frame(struct fsck *f, kiln_nid_t nid, kiln_nid_t parent,
 		      char *path, unsigned int depth)
 {
-	if (f->nr_frames == f->cap_frames) {
-		size_t cap = f->cap_frames ? f->cap_frames * 2 : 64;
-		struct fsck_frame *s = realloc(f->stack, cap * sizeof(*s));
+	int err = KILN_GROW(f->stack, f->cap_frames, f->nr_frames + 1);
 
-		if (!s)
-			return -ENOMEM;
-		f->stack = s;
-		f->cap_frames = cap;
-	}
+	if (err)
+		return err;
 	f->stack[f->nr_frames++] = (struct fsck_frame){
 		.nid = nid, .parent = parent, .path = path, .depth = depth,
 	};
@@ -223,15 +212,9 @@ static void check_xattrs(struct fsck *f, const char *path, kiln_nid_t nid)
 	}
 	if (len == 0)
 		return;
-	if ((size_t)len > f->xnames_cap) {
-		char *p = realloc(f->xnames, (size_t)len);
-
-		if (!p) {
-			call_failed(f, path, nid, -ENOMEM, "");
-			return;
-		}
-		f->xnames = p;
-		f->xnames_cap = (size_t)len;
+	if (KILN_GROW(f->xnames, f->xnames_cap, (size_t)len)) {
+		call_failed(f, path, nid, -ENOMEM, "");
+		return;
 	}
 	got = kiln_listxattr(f->img, nid, f->xnames, (size_t)len);
 	if (got < 0) {
@@ -600,15 +583,15 @@ static void check_dir(struct fsck *f, const struct fsck_frame *fr)
 /* After the walk: every multiply-linked inode has all its names. */
 static void check_link_counts(struct fsck *f)
 {
-	struct kiln_nidmap_slot *s;
+	struct kiln_u64map_ent *s;
 	size_t pos = 0;
 
-	while ((s = kiln_nidmap_next(&f->map, &pos)) && !f->stop) {
+	while ((s = kiln_u64map_next(&f->map, &pos)) && !f->stop) {
 		const struct fsck_node *n = &f->nodes[s->val];
 
 		if (!n->mode || S_ISDIR(n->mode) || n->refs >= n->nlink)
 			continue;
-		problem(f, n->path ? n->path : "?", s->nid, 0,
+		problem(f, n->path ? n->path : "?", s->key, 0,
 			"nlink %u, but only %u names link the inode",
 			n->nlink, n->refs);
 	}
@@ -762,7 +745,7 @@ KILN_API int kiln_fsck(struct kiln_image *img,
 		f.opts.max_depth = FSCK_DEFAULT_MAX_DEPTH;
 	f.rep = report ? report : &local_report;
 	memset(f.rep, 0, sizeof(*f.rep));
-	kiln_nidmap_init(&f.map);
+	kiln_u64map_init(&f.map);
 	kiln_dirlist_init(&f.dl);
 	f.buf = malloc(FSCK_READ_CHUNK);
 	if (!f.buf)
@@ -778,7 +761,7 @@ KILN_API int kiln_fsck(struct kiln_image *img,
 	for (size_t i = 0; i < f.nr_nodes; i++)
 		free(f.nodes[i].path);
 	free(f.nodes);
-	kiln_nidmap_release(&f.map);
+	kiln_u64map_release(&f.map);
 	kiln_dirlist_release(&f.dl);
 	free(f.buf);
 	free(f.xnames);

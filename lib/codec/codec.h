@@ -143,6 +143,8 @@ struct kiln_codec_ops {
 				 size_t cap);
 	/* Optional: NULL means every level in [min_level, max_level]. */
 	bool (*level_valid)(int level);
+	/* Level 0 stands for @default_level, as the codec's library has it. */
+	bool zero_is_default;
 };
 
 /* The ops of codec @id, or NULL if not built in. */

@@ -57,8 +57,8 @@ static void describe_one(const struct kiln_codec_ops *ops, char *buf,
 	else if (ops->min_level == ops->max_level)
 		append(buf, cap, len, "%s (%d)", ops->name, ops->min_level);
 	else if (ops->id == KILN_CODEC_ZSTD)
-		append(buf, cap, len, "%s (1..%d or fast -1..%d, default %d)",
-		       ops->name, ops->max_level, ops->min_level,
+		append(buf, cap, len, "%s (1..%d or fast -1..%d, default "
+		       "%d, also 0)", ops->name, ops->max_level, ops->min_level,
 		       ops->default_level);
 	else
 		append(buf, cap, len, "%s (%d..%d, default %d)", ops->name,
@@ -164,6 +164,8 @@ KILN_API int kiln_compress_parse(const char *text,
 	if (level_text && !parse_level(level_text, id, &level))
 		return parse_error(err, err_cap, -EINVAL,
 				   "bad %s level '%s'", ops->name, level_text);
+	if (level_text && level == 0 && ops->zero_is_default)
+		level = ops->default_level;
 	if (!kiln_codec_level_ok(ops, level))
 		return parse_error(err, err_cap, -ERANGE,
 				   "%s level %s out of range", ops->name,

@@ -340,6 +340,7 @@ static ssize_t zstd_config_encode(const struct kiln_codec_params *p,
 	return sizeof(c);
 }
 
+/* 0 never reaches a compressor: the parser turns it into level 3. */
 static bool zstd_level_valid(int level)
 {
 	return level != 0;
@@ -366,4 +367,5 @@ const struct kiln_codec_ops kiln_codec_zstd = {
 	.dws_fini = zstd_dws_fini,
 	.config_encode = zstd_config_encode,
 	.level_valid = zstd_level_valid,
+	.zero_is_default = true,
 };

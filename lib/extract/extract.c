@@ -24,8 +24,9 @@
 
 #include <kiln/extract.h>
 
-#include "check/dirlist.h"
-#include "check/nidmap.h"
+#include "reader/dirlist.h"
+#include "util/grow.h"
+#include "util/u64map.h"
 
 #define EXTRACT_DEFAULT_MAX_DEPTH	4096
 #define EXTRACT_CHUNK			(1u << 20)
@@ -74,10 +75,10 @@ struct extract {
 	int first_err;
 	struct xframe *stack;
 	size_t nr_frames, cap_frames;
-	struct kiln_nidmap dirs;	/* directories entered (cycle guard) */
+	struct kiln_u64map dirs;	/* directories entered (cycle guard) */
 	struct xdir *made;		/* directories extracted into */
 	size_t nr_made, cap_made;
-	struct kiln_nidmap links;	/* nid -> index into link_names */
+	struct kiln_u64map links;	/* nid -> index into link_names */
 	struct xlink *link_names;
 	size_t nr_links, cap_links;
 	char *path;			/* image path of the current object */
@@ -87,6 +88,10 @@ struct extract {
 	size_t xnames_cap;
 	char *xvalue;			/* EXTRACT_XATTR_VALUE_MAX bytes */
 };
+
+static void report(struct extract *x, enum kiln_log_level level,
+		   const char *path, int err, const char *fmt, va_list ap)
+	__attribute__((format(printf, 5, 0)));
 
 static void report(struct extract *x, enum kiln_log_level level,
 		   const char *path, int err, const char *fmt, va_list ap)
@@ -152,15 +157,8 @@ static int path_enter(struct extract *x, size_t dir_len, const char *name)
 	bool slash = !(dir_len == 1 && x->path[0] == '/');
 	size_t need = dir_len + slash + nlen + 1;
 
-	if (need > x->path_cap) {
-		size_t cap = need * 2;
-		char *p = realloc(x->path, cap);
-
-		if (!p)
-			return -ENOMEM;
-		x->path = p;
-		x->path_cap = cap;
-	}
+	if (KILN_GROW(x->path, x->path_cap, need))
+		return -ENOMEM;
 	if (slash)
 		x->path[dir_len] = '/';
 	memcpy(x->path + dir_len + slash, name, nlen + 1);
@@ -179,15 +177,8 @@ static ssize_t add_made(struct extract *x, size_t parent, const char *name)
 {
 	char *copy = NULL;
 
-	if (x->nr_made == x->cap_made) {
-		size_t cap = x->cap_made ? x->cap_made * 2 : 64;
-		struct xdir *p = realloc(x->made, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		x->made = p;
-		x->cap_made = cap;
-	}
+	if (KILN_GROW(x->made, x->cap_made, x->nr_made + 1))
+		return -ENOMEM;
 	if (name && !(copy = strdup(name)))
 		return -ENOMEM;
 	x->made[x->nr_made] = (struct xdir){ .parent = parent, .name = copy };
@@ -348,15 +339,9 @@ static void restore_xattrs(struct extract *x, int dirfd, const char *name,
 			xerror(x, path, (int)len, "listing xattrs");
 		return;
 	}
-	if ((size_t)len > x->xnames_cap) {
-		char *p = realloc(x->xnames, (size_t)len);
-
-		if (!p) {
-			xerror(x, path, -ENOMEM, "listing xattrs");
-			return;
-		}
-		x->xnames = p;
-		x->xnames_cap = (size_t)len;
+	if (KILN_GROW(x->xnames, x->xnames_cap, (size_t)len)) {
+		xerror(x, path, -ENOMEM, "listing xattrs");
+		return;
 	}
 	len = kiln_listxattr(x->img, nid, x->xnames, (size_t)len);
 	if (len < 0) {
@@ -505,22 +490,14 @@ static void remember_link(struct extract *x, kiln_nid_t nid, size_t dir,
 			  const char *name, const char *path)
 {
 	uint64_t *val;
-	bool existed;
 	char *copy;
 
-	if (x->nr_links == x->cap_links) {
-		size_t cap = x->cap_links ? x->cap_links * 2 : 64;
-		struct xlink *p = realloc(x->link_names, cap * sizeof(*p));
-
-		if (!p)
-			goto nomem;
-		x->link_names = p;
-		x->cap_links = cap;
-	}
+	if (KILN_GROW(x->link_names, x->cap_links, x->nr_links + 1))
+		goto nomem;
 	copy = strdup(name);
 	if (!copy)
 		goto nomem;
-	if (kiln_nidmap_insert(&x->links, nid, &val, &existed)) {
+	if (kiln_u64map_insert(&x->links, nid, &val) < 0) {
 		free(copy);
 		goto nomem;
 	}
@@ -615,7 +592,7 @@ static void extract_leaf(struct extract *x, int dirfd, size_t dir,
 	int err;
 
 	if (st->nlink > 1) {
-		uint64_t *idx = kiln_nidmap_get(&x->links, st->nid);
+		uint64_t *idx = kiln_u64map_get(&x->links, st->nid);
 
 		if (idx) {
 			make_link(x, dirfd, name, path, &x->link_names[*idx]);
@@ -725,21 +702,13 @@ static int push_dir(struct extract *x, int fd, size_t made,
 		    unsigned int depth, bool apply_meta)
 {
 	struct xframe *fr;
-	uint64_t *val;
-	bool existed;
 	int err;
 
-	if (x->nr_frames == x->cap_frames) {
-		size_t cap = x->cap_frames ? x->cap_frames * 2 : 32;
-		struct xframe *s = realloc(x->stack, cap * sizeof(*s));
-
-		if (!s)
-			return -ENOMEM;
-		x->stack = s;
-		x->cap_frames = cap;
-	}
-	err = kiln_nidmap_insert(&x->dirs, st->nid, &val, &existed);
+	err = KILN_GROW(x->stack, x->cap_frames, x->nr_frames + 1);
 	if (err)
+		return err;
+	err = kiln_u64map_insert(&x->dirs, st->nid, NULL);
+	if (err < 0)
 		return err;
 	fr = &x->stack[x->nr_frames++];
 	memset(fr, 0, sizeof(*fr));
@@ -804,7 +773,7 @@ static void extract_entry(struct extract *x, size_t i)
 		extract_leaf(x, dirfd, parent_made, name, x->path, &st);
 		return;
 	}
-	if (kiln_nidmap_get(&x->dirs, st.nid)) {
+	if (kiln_u64map_get(&x->dirs, st.nid)) {
 		xerror(x, x->path, -KILN_ECORRUPT,
 		       "directory reached a second time (cycle or "
 		       "hardlinked directory)");
@@ -956,8 +925,8 @@ KILN_API int kiln_extract(struct kiln_image *img, const char *src_path,
 	x.root = geteuid() == 0;
 	x.chown = !(x.opts.flags & KILN_EXTRACT_NO_SAME_OWNER) &&
 		  (x.root || (x.opts.flags & KILN_EXTRACT_SAME_OWNER));
-	kiln_nidmap_init(&x.dirs);
-	kiln_nidmap_init(&x.links);
+	kiln_u64map_init(&x.dirs);
+	kiln_u64map_init(&x.links);
 	x.buf = malloc(EXTRACT_CHUNK);
 	x.xvalue = malloc(EXTRACT_XATTR_VALUE_MAX);
 	if (!x.buf || !x.xvalue)
@@ -972,8 +941,8 @@ KILN_API int kiln_extract(struct kiln_image *img, const char *src_path,
 	for (size_t i = 0; i < x.nr_made; i++)
 		free(x.made[i].name);
 	free(x.made);
-	kiln_nidmap_release(&x.dirs);
-	kiln_nidmap_release(&x.links);
+	kiln_u64map_release(&x.dirs);
+	kiln_u64map_release(&x.links);
 	free(x.path);
 	free(x.buf);
 	free(x.xvalue);

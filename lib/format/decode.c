@@ -32,12 +32,13 @@ int kiln_decode_super(const void *raw, size_t len, struct kiln_sb *sb,
 	unsigned int sb_size;
 
 	if (len < sizeof(d))
-		return CORRUPT(why, "superblock truncated");
+		return fail(why, "superblock truncated", -KILN_ENOTEROFS);
 	memcpy(&d, p, sizeof(d));
 	memset(sb, 0, sizeof(*sb));
 
 	if (kiln_le32(d.magic) != EROFS_SUPER_MAGIC)
-		return CORRUPT(why, "bad magic (not an EROFS image)");
+		return fail(why, "bad magic (not an EROFS image)",
+			    -KILN_ENOTEROFS);
 	if (d.blkszbits < EROFS_MIN_BLKSZBITS || d.blkszbits > 16)
 		return CORRUPT(why, "blkszbits outside 9..16");
 	if (d.blkszbits > EROFS_MAX_BLKSZBITS)
@@ -364,4 +365,20 @@ void kiln_decode_chunk(const struct kiln_sb *sb, const struct kiln_inode *in,
 	}
 	c->blk = blk;
 	c->device = kiln_le16(d.device_id) & device_mask(sb->extra_devices);
+}
+
+void kiln_decode_devslot(const struct kiln_sb *sb, const void *raw,
+			 struct kiln_devslot *d)
+{
+	struct erofs_deviceslot s;
+
+	memcpy(&s, raw, sizeof(s));
+	memcpy(d->tag, s.tag, sizeof(s.tag));
+	d->tag[sizeof(s.tag)] = '\0';
+	d->blocks = kiln_le32(s.blocks_lo);
+	d->uniaddr = kiln_le32(s.uniaddr_lo);
+	if (sb->feature_incompat & EROFS_FEATURE_INCOMPAT_48BIT) {
+		d->blocks |= (uint64_t)kiln_le16(s.blocks_hi) << 32;
+		d->uniaddr |= (uint64_t)kiln_le16(s.uniaddr_hi) << 32;
+	}
 }

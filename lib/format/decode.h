@@ -162,4 +162,15 @@ void kiln_decode_chunk(const struct kiln_sb *sb, const struct kiln_inode *in,
 		       const struct kiln_chunk_geo *geo, const void *raw,
 		       struct kiln_chunk *c);
 
+/* Decoded device table slot (INCOMPAT_DEVICE_TABLE). */
+struct kiln_devslot {
+	char tag[EROFS_DEVICE_TAG_LEN + 1];	/* NUL-terminated, may be "" */
+	uint64_t blocks;		/* device size in blocks */
+	uint64_t uniaddr;		/* first block in the unified space */
+};
+
+/* Decode the device slot at @raw (EROFS_DEVT_SLOT_SIZE bytes). */
+void kiln_decode_devslot(const struct kiln_sb *sb, const void *raw,
+			 struct kiln_devslot *d);
+
 #endif

@@ -50,7 +50,7 @@
 
 struct erofs_super_block {
 	uint32_t magic;			/* EROFS_SUPER_MAGIC */
-	uint32_t checksum;		/* CRC32C of the sb block, see format.md */
+	uint32_t checksum;		/* CRC32C of the sb block, see docs/format.md */
 	uint32_t feature_compat;
 	uint8_t blkszbits;		/* log2 of block size */
 	uint8_t sb_extslots;		/* extra 16-byte slots after 128 bytes */
@@ -160,6 +160,20 @@ struct erofs_inode_chunk_index {
 	uint32_t startblk_lo;
 } __attribute__((packed));
 _Static_assert(sizeof(struct erofs_inode_chunk_index) == 8, "chunk index");
+
+/* one slot of the device table (INCOMPAT_DEVICE_TABLE), at devt_slotoff * 128 */
+#define EROFS_DEVT_SLOT_SIZE	128u
+#define EROFS_DEVICE_TAG_LEN	64u
+struct erofs_deviceslot {
+	uint8_t tag[EROFS_DEVICE_TAG_LEN];	/* NUL padded: a path, digest or UUID */
+	uint32_t blocks_lo;		/* device size in blocks */
+	uint32_t uniaddr_lo;		/* first block in the unified address space */
+	uint16_t blocks_hi;		/* 48BIT only */
+	uint16_t uniaddr_hi;		/* 48BIT only */
+	uint8_t reserved[52];
+} __attribute__((packed));
+_Static_assert(sizeof(struct erofs_deviceslot) == EROFS_DEVT_SLOT_SIZE,
+	       "device slot");
 
 /* inline xattr area header, right after the inode core */
 struct erofs_xattr_ibody_header {

@@ -39,6 +39,13 @@ static const struct kiln_kernel_feature table[KILN_KF_COUNT] = {
 	  0, NULL),
 	F(KILN_KF_FRAGMENTS, "fragments and dedupe", "incompat 0x20", "6.1",
 	  601, 0, NULL),
+	/*
+	 * Before 6.4 a block was a page; from 6.4 chunk maps and device
+	 * addresses count in the image's own blocks, so data on an extra
+	 * device can sit on 512-byte tar records.
+	 */
+	F(KILN_KF_DEVICES_SUBPAGE, "tar index: extra devices, blocks under 4 "
+	  "KiB", "incompat 0x8, blkszbits < 12", "6.4", 604, 0, NULL),
 	F(KILN_KF_SUBPAGE, "blocks smaller than 4 KiB", "blkszbits < 12",
 	  "6.4", 604, 0, NULL),
 	F(KILN_KF_XATTR_PREFIXES, "long xattr prefixes", "incompat 0x40",
@@ -143,6 +150,9 @@ static uint32_t image_features(uint32_t compat, uint32_t incompat,
 	if (blkszbits < 12)
 		f |= 1u << (compressed ? KILN_KF_SUBPAGE_COMPRESSED
 				       : KILN_KF_SUBPAGE);
+	if (blkszbits < 12 && !compressed &&
+	    (incompat & EROFS_FEATURE_INCOMPAT_DEVICE_TABLE))
+		f |= 1u << KILN_KF_DEVICES_SUBPAGE;
 	if (incompat & EROFS_FEATURE_INCOMPAT_COMPR_CFGS) {
 		if (algs & (1u << Z_EROFS_COMPRESSION_LZMA))
 			f |= 1u << KILN_KF_LZMA;

@@ -54,7 +54,8 @@ int kiln_file_init(struct kiln_file *file, struct kiln_image *img,
 	file->inode = *in;
 	switch (in->datalayout) {
 	case EROFS_INODE_FLAT_PLAIN:
-		if (!in->null_startblk)
+		/* with extra devices, blocks may lie on one: checked per read */
+		if (!in->null_startblk && !img->sb.extra_devices)
 			return blocks_in_image(file, kiln_round_up(in->size, bs));
 		break;
 	case EROFS_INODE_FLAT_INLINE:
@@ -62,7 +63,7 @@ int kiln_file_init(struct kiln_file *file, struct kiln_image *img,
 		file->inline_start = in->size ?
 			(kiln_div_round_up(in->size, bs) - 1) * bs : 0;
 		file->inline_off = kiln_inode_meta_end(in);
-		if (file->inline_start)
+		if (file->inline_start && !img->sb.extra_devices)
 			return blocks_in_image(file, file->inline_start);
 		break;
 	case EROFS_INODE_CHUNK_BASED:
@@ -126,11 +127,13 @@ KILN_API uint64_t kiln_file_size(const struct kiln_file *file)
 
 /*
  * A contiguous stretch of file data: bytes at metadata offset @phys (image
- * bytes, or metabox bytes for the inline tail of a metabox inode), or zeros.
+ * bytes, or metabox bytes for the inline tail of a metabox inode) or, when
+ * @dev is not 0, at byte @phys of extra device @dev; or zeros.
  */
 struct run {
 	uint64_t len;
 	uint64_t phys;
+	uint16_t dev;
 	bool hole;
 };
 
@@ -155,13 +158,6 @@ static int chunk_at(struct kiln_file *file, uint64_t idx,
 	/* kiln_file_init() checked the table; idx < count by construction */
 	kiln_decode_chunk(&file->img->sb, &file->inode, geo,
 			  file->chunk_table + idx * geo->unit, c);
-	if (!c->hole && c->device) {
-		kiln_log(&file->img->logger, KILN_LOG_ERROR,
-			 "nid %llu: chunk %llu is on extra device %u, which kiln does not read",
-			 (unsigned long long)file->inode.nid,
-			 (unsigned long long)idx, c->device);
-		return -EOPNOTSUPP;
-	}
 	return 0;
 }
 
@@ -182,6 +178,7 @@ static int chunk_run(struct kiln_file *file, uint64_t off, uint64_t max,
 	if (err)
 		return err;
 	r->hole = c.hole;
+	r->dev = c.device;
 	r->len = KILN_MIN(max, (1ull << bits) - in_chunk);
 	if (!c.hole) {
 		err = block_phys(file, c.blk, in_chunk, &r->phys);
@@ -194,7 +191,7 @@ static int chunk_run(struct kiln_file *file, uint64_t off, uint64_t max,
 		err = chunk_at(file, ++idx, &c);
 		if (err)
 			return err;
-		if (c.hole != r->hole)
+		if (c.hole != r->hole || (!c.hole && c.device != r->dev))
 			break;
 		if (!c.hole) {
 			err = block_phys(file, c.blk, 0, &next_phys);
@@ -216,6 +213,7 @@ static int map_run(struct kiln_file *file, uint64_t off, uint64_t max,
 	int err;
 
 	r->hole = false;
+	r->dev = 0;
 	r->len = max;
 	switch (in->datalayout) {
 	case EROFS_INODE_FLAT_PLAIN:
@@ -241,7 +239,15 @@ static int map_run(struct kiln_file *file, uint64_t off, uint64_t max,
 	}
 	if (err)
 		return err;
-	if (!r->hole && !kiln_metabuf_range_ok(file->img, r->phys, r->len))
+	if (r->hole)
+		return 0;
+	if (file->img->sb.extra_devices && !kiln_in_metabox(r->phys)) {
+		err = kiln_dev_resolve(file->img, in->nid, &r->dev, &r->phys,
+				       r->len);
+		if (err)
+			return err;
+	}
+	if (!r->dev && !kiln_metabuf_range_ok(file->img, r->phys, r->len))
 		return KILN_CORRUPT(file->img, "nid %llu: data at byte %llu (+%llu) beyond the image end",
 				    (unsigned long long)in->nid,
 				    (unsigned long long)r->phys,
@@ -273,8 +279,10 @@ KILN_API ssize_t kiln_file_pread(struct kiln_file *file, void *buf,
 		if (r.hole) {
 			memset(dst + done, 0, (size_t)r.len);
 		} else {
-			src = kiln_databuf_get(file->img, r.phys, (size_t)r.len);
-			if (!src && kiln_verity_failed(file->img, r.phys, r.len))
+			src = kiln_dev_get(file->img, r.dev, r.phys,
+					   (size_t)r.len);
+			if (!src && !r.dev &&
+			    kiln_verity_failed(file->img, r.phys, r.len))
 				return -KILN_ECORRUPT;
 			if (!src)
 				return KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%llu) unreadable",
@@ -303,8 +311,8 @@ int kiln_file_direct(struct kiln_file *file, uint64_t off, size_t len,
 	if (err)
 		return err;
 	if (!r.hole && r.len >= len) {
-		*ptr = kiln_databuf_get(file->img, r.phys, len);
-		if (!*ptr && kiln_verity_failed(file->img, r.phys, len))
+		*ptr = kiln_dev_get(file->img, r.dev, r.phys, len);
+		if (!*ptr && !r.dev && kiln_verity_failed(file->img, r.phys, len))
 			return -KILN_ECORRUPT;
 		if (!*ptr)
 			return KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%zu) unreadable",
@@ -329,7 +337,7 @@ KILN_API int kiln_file_locate(struct kiln_file *file, uint64_t off,
 		return err;
 	*len = r.len;
 	/* metabox bytes are decoded data, not bytes of the image */
-	if (r.hole || kiln_in_metabox(r.phys))
+	if (r.hole || r.dev || kiln_in_metabox(r.phys))
 		return 0;
 	/* the caller copies these bytes itself: verify them first */
 	if (!kiln_databuf_get(file->img, r.phys, (size_t)r.len))

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <isa-l/crc.h>
 #include <linux/fs.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -264,18 +265,6 @@ static int load_prefixes(struct kiln_image *img)
 	return err;
 }
 
-static int check_devices(struct kiln_image *img)
-{
-	uint64_t off = (uint64_t)img->sb.devt_slotoff * 128;
-	uint64_t len = (uint64_t)img->sb.extra_devices * 128;
-
-	if (img->sb.extra_devices && !kiln_metabuf_get(img, off, len))
-		return KILN_CORRUPT(img, "device table (%u slots at %llu) outside the image",
-				    img->sb.extra_devices,
-				    (unsigned long long)off);
-	return 0;
-}
-
 static int check_root(struct kiln_image *img)
 {
 	struct kiln_inode root;
@@ -297,15 +286,33 @@ static int check_root(struct kiln_image *img)
 	return 0;
 }
 
-static int read_super(struct kiln_image *img)
+static int open_devices(struct kiln_image *img,
+			const struct kiln_image_opts *opts)
+{
+	size_t n = opts ? opts->struct_size : 0;
+
+	if (n < offsetof(struct kiln_image_opts, nr_devices) +
+		 sizeof(opts->nr_devices) || !opts->nr_devices)
+		return kiln_devices_open(img, NULL, NULL, 0);
+	if (!opts->devices && !opts->device_fds)
+		return -EINVAL;
+	return kiln_devices_open(img, opts->devices, opts->device_fds,
+				 opts->nr_devices);
+}
+
+static int read_super(struct kiln_image *img,
+		      const struct kiln_image_opts *opts)
 {
 	const char *why = NULL;
 	size_t len;
 	int err;
 
-	if (img->size < EROFS_SUPER_OFFSET + EROFS_SB_BASE_SIZE)
-		return KILN_CORRUPT(img, "image of %llu bytes is too small to hold a superblock",
-				    (unsigned long long)img->size);
+	if (img->size < EROFS_SUPER_OFFSET + EROFS_SB_BASE_SIZE) {
+		kiln_log(&img->logger, KILN_LOG_ERROR,
+			 "image of %llu bytes is too small to hold a superblock (not an EROFS image)",
+			 (unsigned long long)img->size);
+		return -KILN_ENOTEROFS;
+	}
 	len = (size_t)KILN_MIN(img->size - EROFS_SUPER_OFFSET,
 			       4096u - EROFS_SUPER_OFFSET);
 	err = kiln_verity_check(img, 0, EROFS_SUPER_OFFSET + len, false);
@@ -313,7 +320,7 @@ static int read_super(struct kiln_image *img)
 		return err;
 	err = kiln_decode_super(img->map + EROFS_SUPER_OFFSET, len, &img->sb,
 				&why);
-	if (err == -EOPNOTSUPP) {
+	if (err == -EOPNOTSUPP || err == -KILN_ENOTEROFS) {
 		kiln_log(&img->logger, KILN_LOG_ERROR, "superblock: %s", why);
 		return err;
 	}
@@ -330,7 +337,7 @@ static int read_super(struct kiln_image *img)
 				    (unsigned long long)img->sb.root_nid);
 	err = scan_compr_cfgs(img);
 	if (!err)
-		err = check_devices(img);
+		err = open_devices(img, opts);
 	if (!err)
 		err = kiln_mbx_open(img);
 	if (!err)
@@ -349,8 +356,9 @@ static int image_map(struct kiln_image *img, int fd)
 	if (err)
 		return err;
 	if (img->size == 0) {
-		kiln_log(&img->logger, KILN_LOG_ERROR, "image is empty");
-		return -KILN_ECORRUPT;
+		kiln_log(&img->logger, KILN_LOG_ERROR,
+			 "image is empty (not an EROFS image)");
+		return -KILN_ENOTEROFS;
 	}
 	if (img->size > SIZE_MAX)
 		return -EFBIG;
@@ -412,7 +420,7 @@ static int image_open(struct kiln_image **out, int fd, bool own_fd,
 		err = kiln_verity_open(img, &o);
 	}
 	if (!err)
-		err = read_super(img);
+		err = read_super(img, opts);
 	if (err) {
 		kiln_image_close(img);
 		return err;
@@ -446,6 +454,7 @@ KILN_API void kiln_image_close(struct kiln_image *img)
 	kiln_mbx_close(img);
 	kiln_zimage_release(img);
 	kiln_verity_close(img);
+	kiln_devices_close(img);
 	if (img->map)
 		munmap((void *)(uintptr_t)img->map, (size_t)img->map_len);
 	if (img->fd >= 0)
@@ -479,6 +488,7 @@ KILN_API void kiln_image_get_info(const struct kiln_image *img,
 	info->meta_blkaddr = sb->meta_blkaddr;
 	info->xattr_blkaddr = sb->xattr_blkaddr;
 	info->metabox_nid = sb->metabox_nid;
+	info->extra_devices = sb->extra_devices;
 }
 
 KILN_API kiln_nid_t kiln_image_root(const struct kiln_image *img)

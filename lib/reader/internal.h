@@ -34,7 +34,42 @@ struct kiln_image {
 	char *xprefix_blob;	/* owns the infixes when not in the map */
 	/* METABOX: the metabox inode's decoded data (metabox.c), else NULL */
 	struct kiln_mbx *mbx;
+	/* INCOMPAT_DEVICE_TABLE: sb.extra_devices slots (device.c), else NULL */
+	struct kiln_device *devs;
+	bool have_devices;	/* devices were given at open */
 };
+
+/* One extra device: its slot and, when given, the mapped file. */
+struct kiln_device {
+	struct kiln_devslot slot;
+	char *path;		/* as given (a copy), NULL for a descriptor */
+	int fd;			/* owned when opened by path, else -1 */
+	const uint8_t *map;	/* whole device, read-only (NULL: none, empty) */
+	uint64_t size;		/* bytes */
+	bool present;
+};
+
+/*
+ * Read the device table and attach the devices given (@count paths, or
+ * @fds when @paths is NULL: 0, or exactly sb.extra_devices), checking
+ * each against its slot; kiln_devices_close() releases them.
+ */
+int kiln_devices_open(struct kiln_image *img, const char *const *paths,
+		      const int *fds, unsigned int count);
+void kiln_devices_close(struct kiln_image *img);
+
+/*
+ * Where @len data bytes at byte @off of device *@dev (0: primary) live:
+ * rewrites *@dev and *@off to the device that holds them (0: the image's
+ * own bytes, read with kiln_metabuf_get()), bounds-checked on that device.
+ * Returns 0, -ENODEV (logged: "needs device N") when the device was not
+ * given and the image does not hold it flattened, or KILN_CORRUPT.
+ */
+int kiln_dev_resolve(struct kiln_image *img, kiln_nid_t nid, uint16_t *dev,
+		     uint64_t *off, uint64_t len);
+/* @len bytes at @off of device @dev as resolved above, or NULL. */
+const void *kiln_dev_get(const struct kiln_image *img, uint16_t dev,
+			 uint64_t off, size_t len);
 
 /* One long xattr name prefix: short prefix @base_index, then @infix. */
 struct kiln_xattr_prefix {

@@ -13,6 +13,9 @@
  * @buf, marked as cut, and returns @buf.
  */
 static char *format_whole(char *buf, size_t cap, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+
+static char *format_whole(char *buf, size_t cap, const char *fmt, va_list ap)
 {
 	va_list again;
 	char *big;
@@ -65,7 +68,9 @@ int kiln_corrupt(const struct kiln_logger *lg, const char *func, int line,
 	va_start(ap, fmt);
 	msg = format_whole(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	kiln_log(lg, KILN_LOG_ERROR, "corrupt image: %s (%s:%d)", msg, func,
+	/* the reader's source location is for debugging, not for users */
+	kiln_log(lg, KILN_LOG_ERROR, "corrupt image: %s", msg);
+	kiln_log(lg, KILN_LOG_DEBUG, "corrupt image: found by %s:%d", func,
 		 line);
 	if (msg != buf)
 		free(msg);
@@ -86,6 +91,8 @@ KILN_API const char *kiln_strerror(int err)
 		return "success";
 	case KILN_ECORRUPT:
 		return "corrupt image";
+	case KILN_ENOTEROFS:
+		return "not an EROFS image";
 	case EOPNOTSUPP:
 		return "image uses a feature kiln does not support";
 	case ENOENT:
@@ -114,6 +121,8 @@ KILN_API const char *kiln_strerror(int err)
 		return "file too large";
 	case EACCES:
 		return "permission denied";
+	case ENODEV:
+		return "needs an extra device that was not given";
 	default:
 		/* strerror() of glibc returns constant strings for known codes */
 		return strerror(err);

@@ -16,11 +16,12 @@ struct kiln_logger {
 void kiln_log(const struct kiln_logger *lg, enum kiln_log_level level,
 	      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void kiln_vlog(const struct kiln_logger *lg, enum kiln_log_level level,
-	       const char *fmt, va_list ap);
+	       const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 
 /*
- * Every corruption exit goes through here: logs "<func>:<line>: <message>"
- * at KILN_LOG_ERROR and returns -KILN_ECORRUPT. Break on kiln_corrupt() to
+ * Every corruption exit goes through here: logs "corrupt image: <message>"
+ * at KILN_LOG_ERROR, then where it was found ("<func>:<line>") at
+ * KILN_LOG_DEBUG, and returns -KILN_ECORRUPT. Break on kiln_corrupt() to
  * catch them all.
  */
 int kiln_corrupt(const struct kiln_logger *lg, const char *func, int line,

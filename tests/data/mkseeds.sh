@@ -97,6 +97,17 @@ else
 	echo "mkseeds: $mkfs lacks -m (metabox), metabox seeds not refreshed" >&2
 fi
 
+# extra devices: chunks on a blob the seed lacks (reads say "needs
+# device"), and a tar index with its tar appended (the flattened form)
+build blobdev.img "$work/chunk" --blobdev="$work/blob" --chunksize=4096
+if "$mkfs" --help 2>&1 | grep -q -- '--tar='; then
+	tar --format=ustar --owner=0 --group=0 --mtime=@1767225600 \
+		-cf "$work/layer.tar" -C "$work/flat" .
+	"$mkfs" --quiet -T 1767225600 -U "$uuid" --tar=i "$work/index.img" \
+		"$work/layer.tar" >/dev/null
+	cat "$work/index.img" "$work/layer.tar" >"$out/tarindex-flat.img"
+fi
+
 # crafted 512 and 1024-byte block images (mkfs.erofs 1.5 writes only 4096):
 # the ones tests/unit/test-reader-blksz builds, if that binary is at hand
 blksz_test=${KILN_TEST_BLKSZ:-$here/../../build/tests/unit/test-reader-blksz}

@@ -189,6 +189,25 @@ def test_exclude_patterns_drop_names_paths_and_whole_directories(
         tree_compare(rich_tree.root, mnt, exclude=excluded)
 
 
+def test_exclude_from_reads_patterns_like_repeated_x(kiln, rich_tree,
+                                                    tmp_path):
+    # More patterns than the first allocation holds, with comments, blank
+    # lines and CRLF endings: the same image as the patterns given by -x.
+    patterns = ["many", "sizes/r4*", "*.hidden", "times/dir"]
+    patterns += [f"no-such-name-{i}" for i in range(40)]
+    listing = tmp_path / "excludes"
+    listing.write_bytes(b"# skipped\n\n" + b"".join(
+        p.encode() + (b"\r\n" if i % 2 else b"\n")
+        for i, p in enumerate(patterns)))
+    a, b = tmp_path / "from.erofs", tmp_path / "x.erofs"
+    kiln.build(rich_tree.root, a, "--exclude-from", listing, "-T", "0")
+    opts = [o for p in patterns for o in ("-x", p)]
+    kiln.build(rich_tree.root, b, *opts, "-T", "0")
+    assert a.read_bytes() == b.read_bytes()
+    names = kiln.ok("ls", a, "/").text.split()
+    assert "many" not in names and "sizes" in names, names
+
+
 def test_no_xattrs_drops_every_xattr(kiln, small_tree, tmp_path,
                                      kernel_mount):
     img = tmp_path / "nox.erofs"

@@ -302,7 +302,7 @@ def test_docs_table_is_the_librarys(kiln):
     start = doc.index(table[0])
     assert doc[start:start + len(table)] == table, \
         "docs/kernels.md's table differs from `kiln info --kernels`"
-    assert len(table) == 2 + 17
+    assert len(table) == 2 + 18
 
 
 @pytest.mark.parametrize("opts,oldest", [([], "5.4"),

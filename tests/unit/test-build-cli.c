@@ -96,11 +96,10 @@ static char *slurp(const char *path, size_t *len)
 	return buf;
 }
 
-/* `kiln build -q [-z CODEC] [--kernel V] SRC IMG`; returns its status. */
-static int run_cli(const char *codec, const char *kernel, const char *src,
-		   const char *img)
+/* `kiln build -q ARGS... SRC IMG` (@args NULL-terminated); its status. */
+static int run_cli(const char *const *args, const char *src, const char *img)
 {
-	const char *argv[12];
+	const char *argv[16];
 	size_t n = 0;
 	pid_t pid;
 	int st;
@@ -108,14 +107,8 @@ static int run_cli(const char *codec, const char *kernel, const char *src,
 	argv[n++] = kiln_exe;
 	argv[n++] = "build";
 	argv[n++] = "-q";
-	if (codec) {
-		argv[n++] = "-z";
-		argv[n++] = codec;
-	}
-	if (kernel) {
-		argv[n++] = "--kernel";
-		argv[n++] = kernel;
-	}
+	while (*args && n < 13)
+		argv[n++] = *args++;
 	argv[n++] = src;
 	argv[n++] = img;
 	argv[n] = NULL;
@@ -126,10 +119,10 @@ static int run_cli(const char *codec, const char *kernel, const char *src,
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static void same_bytes(const char *codec, enum kiln_codec_id id,
-		       const char *kernel)
+/* The tree built with @o by the library and with @args by the CLI. */
+static void same_image(const struct kiln_build_opts *o,
+		       const char *const *args, const char *what)
 {
-	struct kiln_build_opts o;
 	char src[128], a[128], b[128];
 	size_t alen = 0, blen = 0;
 	char *da, *db;
@@ -137,26 +130,44 @@ static void same_bytes(const char *codec, enum kiln_codec_id id,
 	snprintf(src, sizeof(src), "%s/src", tmp);
 	snprintf(a, sizeof(a), "%s/lib.img", tmp);
 	snprintf(b, sizeof(b), "%s/cli.img", tmp);
-	kiln_build_opts_init(&o);
-	/* the codec's default level (for lzma, level 0 is preset 0) */
-	if (codec)
-		CHECK(kiln_compress_parse(codec, &o.compress, NULL, 0) == 0);
-	CHECK_EQ(o.compress.codec, id);
-	if (kernel)
-		CHECK(kiln_kernel_parse(kernel, &o.kernel) == 0);
-	CHECK_EQ(kiln_build(src, a, &o, NULL), 0);
-	CHECK_EQ(run_cli(codec, kernel, src, b), 0);
+	CHECK_EQ(kiln_build(src, a, o, NULL), 0);
+	CHECK_EQ(run_cli(args, src, b), 0);
 	da = slurp(a, &alen);
 	db = slurp(b, &blen);
 	CHECK(da && db);
 	CHECK_EQ(alen, blen);
 	if (da && db && alen == blen && memcmp(da, db, alen)) {
-		printf("# %s --kernel %s: the images differ\n",
-		       codec ? codec : "none", kernel ? kernel : "(default)");
+		printf("# %s: the images differ\n", what);
 		CHECK(0);
 	}
 	free(da);
 	free(db);
+}
+
+static void same_bytes(const char *codec, enum kiln_codec_id id,
+		       const char *kernel)
+{
+	struct kiln_build_opts o;
+	const char *args[5] = { NULL };
+	char what[64];
+	size_t n = 0;
+
+	kiln_build_opts_init(&o);
+	/* the codec's default level (for lzma, level 0 is preset 0) */
+	if (codec) {
+		CHECK(kiln_compress_parse(codec, &o.compress, NULL, 0) == 0);
+		args[n++] = "-z";
+		args[n++] = codec;
+	}
+	CHECK_EQ(o.compress.codec, id);
+	if (kernel) {
+		CHECK(kiln_kernel_parse(kernel, &o.kernel) == 0);
+		args[n++] = "--kernel";
+		args[n++] = kernel;
+	}
+	snprintf(what, sizeof(what), "%s --kernel %s", codec ? codec : "none",
+		 kernel ? kernel : "(default)");
+	same_image(&o, args, what);
 }
 
 TEST(library_defaults_are_the_clis)
@@ -191,10 +202,53 @@ TEST(library_defaults_are_the_clis)
 	remove_tree();
 }
 
+/*
+ * Options that change a default: the library's spelling of each (what a
+ * program using libkiln would write) gives the CLI's bytes.
+ */
+TEST(option_sets_are_the_clis)
+{
+	static const struct {
+		const char *args[5];
+		const char *codec;
+		unsigned int flags, off;
+		uint32_t pcluster;
+	} sets[] = {
+		{ { "-z", "zstd", "--no-fragments" }, "zstd",
+		  0, KILN_COMPRESS_FRAGMENTS, 0 },
+		{ { "-z", "lz4hc", "--ztailpacking" }, "lz4hc",
+		  KILN_COMPRESS_ZTAILPACKING, 0, 0 },
+		{ { "-z", "lz4", "--no-dedupe" }, "lz4",
+		  0, KILN_COMPRESS_DEDUPE, 0 },
+		{ { "-z", "lzma", "-C", "32768" }, "lzma", 0, 0, 32768 },
+		{ { "-z", "zstd", "--dedupe-shifted" }, "zstd",
+		  KILN_COMPRESS_DEDUPE_SHIFTED, 0, 0 },
+	};
+
+	unsetenv("SOURCE_DATE_EPOCH");
+	make_tree();
+	for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
+		struct kiln_build_opts o;
+		char what[96];
+
+		kiln_build_opts_init(&o);
+		CHECK(kiln_compress_parse(sets[i].codec, &o.compress, NULL,
+					  0) == 0);
+		o.compress_flags = sets[i].flags;
+		o.compress_off = sets[i].off;
+		o.pcluster_size = sets[i].pcluster;
+		snprintf(what, sizeof(what), "%s %s %s", sets[i].args[1],
+			 sets[i].args[2], sets[i].args[3] ? sets[i].args[3] : "");
+		same_image(&o, sets[i].args, what);
+	}
+	remove_tree();
+}
+
 int main(int argc, char **argv)
 {
 	static const struct tap_test tests[] = {
 		TAP_ENTRY(library_defaults_are_the_clis),
+		TAP_ENTRY(option_sets_are_the_clis),
 	};
 
 	if (argc < 2) {

@@ -98,6 +98,18 @@ static int build(unsigned int flags)
 	return kiln_build(tar_path, img_path, &o, NULL);
 }
 
+static int build_opts(enum kiln_whiteouts wh, uint32_t uid_offset)
+{
+	struct kiln_build_opts o;
+
+	kiln_build_opts_init(&o);
+	o.source_kind = KILN_SOURCE_TAR;
+	o.whiteouts = wh;
+	o.uid_offset = uid_offset;
+	o.gid_offset = 5;
+	return kiln_build(tar_path, img_path, &o, NULL);
+}
+
 static struct kiln_image *open_image(void)
 {
 	struct kiln_image *img = NULL;
@@ -247,7 +259,171 @@ TEST(truncated_archive_fails_without_an_image)
 	teardown();
 }
 
+static const struct ent layer[] = {
+	{ "d/", AE_IFDIR, 0755, NULL, 0, 0, NULL },
+	{ "d/.wh.gone", AE_IFREG, 0600, NULL, 1700000000, 0, NULL },
+	{ "d/.wh..wh..opq", AE_IFREG, 0644, NULL, 0, 0, NULL },
+	{ "d/.wh..wh.plnk", AE_IFREG, 0644, NULL, 0, 0, NULL },
+	{ "d/kept", AE_IFREG, 0644, "k", 0, 0, NULL },
+	{ "e/f/.wh..wh..opq", AE_IFREG, 0644, NULL, 0, 0, NULL },
+	{ ".wh.top", AE_IFREG, 0644, NULL, 0, 0, NULL },
+};
+
+static bool has_name(struct kiln_image *img, const char *path)
+{
+	kiln_nid_t nid;
+
+	return kiln_resolve(img, path, 0, &nid) == 0;
+}
+
+static ssize_t opaque_of(struct kiln_image *img, const char *path, char *v)
+{
+	kiln_nid_t nid;
+
+	CHECK_EQ(kiln_resolve(img, path, 0, &nid), 0);
+	return kiln_getxattr(img, nid, "trusted.overlay.opaque", v, 8);
+}
+
+TEST(whiteouts_become_overlay_whiteouts_by_default_for_tar)
+{
+	struct kiln_image *img;
+	struct kiln_stat st;
+	char v[8];
+
+	setup();
+	write_tar(layer, KILN_ARRAY_SIZE(layer));
+	CHECK_EQ(build_opts(KILN_WHITEOUTS_AUTO, 0), 0);
+	img = open_image();
+	stat_path(img, "/d/gone", &st);
+	CHECK_EQ(st.mode, S_IFCHR | 0600);
+	CHECK_EQ(st.rdev_major, 0);
+	CHECK_EQ(st.rdev_minor, 0);
+	CHECK_EQ(st.mtime, 1700000000);
+	stat_path(img, "/top", &st);
+	CHECK(S_ISCHR(st.mode));
+	CHECK(!has_name(img, "/d/.wh.gone"));
+	CHECK(!has_name(img, "/d/.wh..wh..opq"));
+	CHECK(!has_name(img, "/d/.wh..wh.plnk"));
+	CHECK(has_name(img, "/d/kept"));
+	CHECK_EQ(opaque_of(img, "/d", v), 1);
+	CHECK(v[0] == 'y');
+	/* the parents of whiteouts: an empty origin for overlayfs */
+	{
+		kiln_nid_t nid;
+
+		CHECK_EQ(kiln_resolve(img, "/d", 0, &nid), 0);
+		CHECK_EQ(kiln_getxattr(img, nid, "trusted.overlay.origin", v,
+				       8), 0);
+		CHECK_EQ(kiln_getxattr(img, kiln_image_root(img),
+				       "trusted.overlay.origin", v, 8), 0);
+		CHECK_EQ(kiln_resolve(img, "/e/f", 0, &nid), 0);
+		CHECK_EQ(kiln_getxattr(img, nid, "trusted.overlay.origin", v,
+				       8), -ENODATA);
+	}
+	/* a marker alone makes its directories */
+	stat_path(img, "/e/f", &st);
+	CHECK(S_ISDIR(st.mode));
+	CHECK_EQ(opaque_of(img, "/e/f", v), 1);
+	CHECK(opaque_of(img, "/e", v) < 0);
+	kiln_image_close(img);
+	teardown();
+}
+
+TEST(whiteouts_kept_or_stripped_when_asked)
+{
+	struct kiln_image *img;
+	struct kiln_stat st;
+	char v[8];
+
+	setup();
+	write_tar(layer, KILN_ARRAY_SIZE(layer));
+	CHECK_EQ(build_opts(KILN_WHITEOUTS_KEEP, 0), 0);
+	img = open_image();
+	stat_path(img, "/d/.wh.gone", &st);
+	CHECK(S_ISREG(st.mode));
+	CHECK(has_name(img, "/d/.wh..wh..opq"));
+	CHECK(!has_name(img, "/d/gone"));
+	kiln_image_close(img);
+	CHECK_EQ(build_opts(KILN_WHITEOUTS_STRIP, 0), 0);
+	img = open_image();
+	CHECK(!has_name(img, "/d/gone"));
+	CHECK(!has_name(img, "/d/.wh.gone"));
+	CHECK(!has_name(img, "/d/.wh..wh..opq"));
+	CHECK(!has_name(img, "/top"));
+	CHECK(has_name(img, "/d/kept"));
+	CHECK(opaque_of(img, "/d", v) < 0);
+	kiln_image_close(img);
+	teardown();
+}
+
+TEST(whiteout_and_member_of_one_name_later_wins)
+{
+	static const struct ent ents[] = {
+		{ "a", AE_IFREG, 0644, "real", 0, 0, NULL },
+		{ ".wh.a", AE_IFREG, 0644, NULL, 0, 0, NULL },
+		{ ".wh.b", AE_IFREG, 0644, NULL, 0, 0, NULL },
+		{ "b", AE_IFREG, 0644, "real", 0, 0, NULL },
+	};
+	struct kiln_image *img;
+	struct kiln_stat st;
+
+	setup();
+	write_tar(ents, KILN_ARRAY_SIZE(ents));
+	CHECK_EQ(build_opts(KILN_WHITEOUTS_OVERLAY, 0), 0);
+	img = open_image();
+	stat_path(img, "/a", &st);
+	CHECK(S_ISCHR(st.mode));
+	stat_path(img, "/b", &st);
+	CHECK(S_ISREG(st.mode));
+	check_data(img, "/b", "real");
+	kiln_image_close(img);
+	teardown();
+}
+
+TEST(whiteout_naming_nothing_fails)
+{
+	static const struct ent ents[] = {
+		{ "d/.wh..", AE_IFREG, 0644, NULL, 0, 0, NULL },
+	};
+
+	setup();
+	write_tar(ents, KILN_ARRAY_SIZE(ents));
+	CHECK_EQ(build_opts(KILN_WHITEOUTS_OVERLAY, 0), -EINVAL);
+	CHECK(access(img_path, F_OK) != 0);
+	teardown();
+}
+
+TEST(uid_offsets_add_and_overflow_fails)
+{
+	static const struct ent ents[] = {
+		{ "f", AE_IFREG, 0644, "x", 0, 0, NULL },
+	};
+	struct kiln_image *img;
+	struct kiln_stat st;
+
+	setup();
+	write_tar(ents, KILN_ARRAY_SIZE(ents));
+	CHECK_EQ(build_opts(KILN_WHITEOUTS_AUTO, 100000), 0);
+	img = open_image();
+	stat_path(img, "/f", &st);
+	CHECK_EQ(st.uid, 101000);
+	CHECK_EQ(st.gid, 2005);
+	/* the implicit root gets the offsets too */
+	stat_path(img, "/", &st);
+	CHECK_EQ(st.uid, 100000);
+	kiln_image_close(img);
+	CHECK_EQ(unlink(img_path), 0);
+	CHECK_EQ(build_opts(KILN_WHITEOUTS_AUTO, UINT32_MAX - 999), -ERANGE);
+	CHECK(access(img_path, F_OK) != 0);
+	teardown();
+}
+
 TAP_MAIN(TAP_ENTRY(entries_become_the_tree_with_their_attributes),
 	 TAP_ENTRY(later_entries_replace_earlier_ones),
 	 TAP_ENTRY(dotdot_and_missing_hardlink_targets_fail_without_an_image),
-	 TAP_ENTRY(truncated_archive_fails_without_an_image))
+	 TAP_ENTRY(truncated_archive_fails_without_an_image),
+	 TAP_ENTRY(whiteouts_become_overlay_whiteouts_by_default_for_tar),
+	 TAP_ENTRY(whiteouts_kept_or_stripped_when_asked),
+	 TAP_ENTRY(whiteout_and_member_of_one_name_later_wins),
+	 TAP_ENTRY(whiteout_naming_nothing_fails),
+	 TAP_ENTRY(uid_offsets_add_and_overflow_fails))

@@ -735,7 +735,13 @@ TEST(parse_accepts_names_and_levels)
 	if (kiln_codec_get(KILN_CODEC_ZSTD)) {
 		CHECK_EQ(kiln_compress_parse("zstd:-5", &s, err, sizeof(err)), 0);
 		CHECK_EQ(s.level, -5);
-		CHECK_EQ(kiln_compress_parse("zstd:0", &s, err, sizeof(err)),
+		CHECK_EQ(kiln_compress_parse("zstd:0", &s, err, sizeof(err)), 0);
+		CHECK_EQ(s.level, 3);	/* zstd's own default, as zstd has it */
+		CHECK_EQ(kiln_compress_parse("zstd:-100", &s, err, sizeof(err)),
+			 0);
+		CHECK_EQ(kiln_compress_parse("zstd:-101", &s, err, sizeof(err)),
+			 -ERANGE);
+		CHECK_EQ(kiln_compress_parse("zstd:23", &s, err, sizeof(err)),
 			 -ERANGE);
 		CHECK_EQ(kiln_compress_parse("zstd:22", &s, err, sizeof(err)), 0);
 	}

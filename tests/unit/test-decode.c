@@ -63,9 +63,9 @@ TEST(superblock_magic_and_size_are_checked)
 	struct kiln_sb sb;
 
 	good_sb()[0] ^= 1;
-	CHECK_EQ(dsb(128, &sb), -KILN_ECORRUPT);
+	CHECK_EQ(dsb(128, &sb), -KILN_ENOTEROFS);
 	good_sb();
-	CHECK_EQ(dsb(127, &sb), -KILN_ECORRUPT);
+	CHECK_EQ(dsb(127, &sb), -KILN_ENOTEROFS);
 }
 
 TEST(blkszbits_limits)

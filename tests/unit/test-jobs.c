@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests for lib/builder/jobs.c: in-order commits for any thread count,
+ * Tests for lib/util/jobs.c: in-order commits for any thread count,
  * in-flight bounds, the first error in sequence order stops the pipeline.
  */
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "builder/jobs.h"
+#include "util/jobs.h"
 #include "util/threadpool.h"
 #include "tap.h"
 

@@ -113,9 +113,34 @@ TEST(image_needs_follow_the_table)
 	CHECK(k.features & (1u << KILN_KF_48BIT));
 }
 
+TEST(tar_index_images_need_6_4)
+{
+	struct kiln_kernel_need k;
+
+	/* uncompressed, device table, 512-byte blocks: a tar index */
+	kiln_kernel_need(0, EROFS_FEATURE_INCOMPAT_CHUNKED_FILE |
+			 EROFS_FEATURE_INCOMPAT_DEVICE_TABLE, 0, 9, &k);
+	CHECK_EQ(k.rank, 604u);
+	CHECK(k.features & (1u << KILN_KF_DEVICES_SUBPAGE));
+	CHECK(k.features & (1u << KILN_KF_DEVICES));
+	CHECK(!strcmp(k.why, kiln_kernel_feature(KILN_KF_DEVICES_SUBPAGE)->name));
+	/* the same table with 4 KiB blocks: 5.16 */
+	kiln_kernel_need(0, EROFS_FEATURE_INCOMPAT_CHUNKED_FILE |
+			 EROFS_FEATURE_INCOMPAT_DEVICE_TABLE, 0, 12, &k);
+	CHECK_EQ(k.rank, 516u);
+	CHECK(!(k.features & (1u << KILN_KF_DEVICES_SUBPAGE)));
+	/* compressed (0x8 is HEAD2 then): not a device table */
+	kiln_kernel_need(0, EROFS_FEATURE_INCOMPAT_ZERO_PADDING |
+			 EROFS_FEATURE_INCOMPAT_COMPR_HEAD2, 0, 9, &k);
+	CHECK(!(k.features & (1u << KILN_KF_DEVICES_SUBPAGE)));
+	CHECK(!kiln_kernel_allows(603, KILN_KF_DEVICES_SUBPAGE));
+	CHECK(kiln_kernel_allows(604, KILN_KF_DEVICES_SUBPAGE));
+}
+
 TAP_MAIN(TAP_ENTRY(versions_parse_to_ranks),
 	 TAP_ENTRY(bad_versions_are_refused),
 	 TAP_ENTRY(table_is_ordered_and_complete),
 	 TAP_ENTRY(targets_allow_what_they_mount),
 	 TAP_ENTRY(only_the_kernels_experimental_features_are_marked),
-	 TAP_ENTRY(image_needs_follow_the_table))
+	 TAP_ENTRY(image_needs_follow_the_table),
+	 TAP_ENTRY(tar_index_images_need_6_4))

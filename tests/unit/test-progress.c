@@ -53,7 +53,7 @@ static void *add_many(void *arg)
 
 	for (int i = 0; i < 100000; i++) {
 		kiln_progress_add_done(a->p, 1, 3);
-		kiln_progress_add_out(a->p, 2);
+		kiln_progress_out_reach(a->p, (uint64_t)(i + 1) * 8);
 		if (i % 1000 == 0)
 			kiln_progress_add_total(a->p, 7, 11);
 		kiln_progress_tick(a->p);
@@ -77,6 +77,9 @@ TEST(counters_add_up_across_threads_and_reports_never_overlap)
 	kiln_progress_snapshot(&p, kiln_monotonic_ns(), &snap);
 	CHECK_EQ(snap.files_done, 400000);
 	CHECK_EQ(snap.bytes_done, 1200000);
+	CHECK_EQ(snap.out_bytes, 800000);	/* the furthest, never a sum */
+	kiln_progress_out_reach(&p, 5);		/* and it never goes back */
+	kiln_progress_snapshot(&p, kiln_monotonic_ns(), &snap);
 	CHECK_EQ(snap.out_bytes, 800000);
 	CHECK_EQ(snap.files_total, 4 * 100 * 7);
 	CHECK_EQ(snap.bytes_total, 4 * 100 * 11);

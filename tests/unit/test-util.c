@@ -47,11 +47,13 @@ TEST(le_helpers_roundtrip_unaligned)
 TEST(strerror_names_corruption)
 {
 	CHECK(!strcmp(kiln_strerror(-KILN_ECORRUPT), "corrupt image"));
+	CHECK(!strcmp(kiln_strerror(-KILN_ENOTEROFS), "not an EROFS image"));
 	CHECK(kiln_strerror(-12345) != NULL);
 }
 
 struct last_line {
-	char *text;
+	char *text;		/* the last message */
+	char *error;		/* the last error-level one */
 	int calls;
 };
 
@@ -59,9 +61,12 @@ static void keep_line(void *ctx, enum kiln_log_level level, const char *msg)
 {
 	struct last_line *l = ctx;
 
-	(void)level;
 	free(l->text);
 	l->text = strdup(msg);
+	if (level == KILN_LOG_ERROR) {
+		free(l->error);
+		l->error = strdup(msg);
+	}
 	l->calls++;
 }
 
@@ -86,8 +91,13 @@ TEST(long_log_lines_arrive_whole)
 	CHECK(l.text && strstr(l.text, ": name component longer than 255 "
 			       "bytes"));
 	CHECK_EQ(KILN_CORRUPT_LG(&lg, "nid 7: %s: bad", name), -KILN_ECORRUPT);
-	CHECK(l.text && strstr(l.text, "nn: bad (long_log_lines_arrive_whole:"));
+	/* the error says what is wrong; where it was found is a debug line */
+	CHECK(l.error && strlen(l.error) > len &&
+	      !strcmp(l.error + strlen(l.error) - 7, "nn: bad"));
+	CHECK(l.text && strstr(l.text, "found by long_log_lines_arrive_whole:"));
+	CHECK_EQ(l.calls, 3);
 	free(l.text);
+	free(l.error);
 	free(name);
 }
 

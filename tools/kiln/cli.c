@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <kiln/kiln.h>
+
 #include "cli.h"
 
 #define CLI_MAX_OPTS 64
@@ -36,8 +38,10 @@ int cli_getopt(int argc, char **argv, const struct cli_spec *spec,
 		}
 	}
 	longopts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
+	longopts[n++] = (struct option){ "version", no_argument, NULL, 'V' };
 	longopts[n] = (struct option){ NULL, 0, NULL, 0 };
 	shortopts[s++] = 'h';
+	shortopts[s++] = 'V';
 	shortopts[s] = '\0';
 
 	opterr = 0;
@@ -49,6 +53,9 @@ int cli_getopt(int argc, char **argv, const struct cli_spec *spec,
 	case 'h':
 		cli_usage(stdout, spec);
 		return CLI_OPT_HELP;
+	case 'V':
+		cli_version();
+		return CLI_OPT_VERSION;
 	case ':':
 		cli_usage_error(spec, "option '%s' needs an argument",
 				argv[optind - 1]);
@@ -65,17 +72,20 @@ int cli_getopt(int argc, char **argv, const struct cli_spec *spec,
 	}
 }
 
+void cli_version(void)
+{
+	printf("kiln %s\n", kiln_version());
+}
+
 int cli_opt_exit(int rc)
 {
-	return rc == CLI_OPT_HELP ? 0 : 2;
+	return rc == CLI_OPT_HELP || rc == CLI_OPT_VERSION ? 0 : 2;
 }
 
 void cli_usage(FILE *f, const struct cli_spec *spec)
 {
 	fprintf(f, "usage: kiln %s %s\n%s\n", spec->cmd, spec->usage,
 		spec->summary);
-	if (!spec->nr_opts)
-		return;
 	fprintf(f, "\noptions:\n");
 	for (size_t i = 0; i < spec->nr_opts; i++) {
 		const struct cli_option *o = &spec->opts[i];
@@ -94,6 +104,7 @@ void cli_usage(FILE *f, const struct cli_spec *spec)
 		fprintf(f, "  %-26s %s\n", left, o->help);
 	}
 	fprintf(f, "  %-26s %s\n", "-h, --help", "show this help");
+	fprintf(f, "  %-26s %s\n", "-V, --version", "show kiln's version");
 }
 
 int cli_usage_error(const struct cli_spec *spec, const char *fmt, ...)
@@ -179,6 +190,9 @@ void cli_log_init(struct cli_log *lg, const char *image,
 	memset(lg, 0, sizeof(*lg));
 	lg->image = image;
 	lg->max_level = max_level;
+	/* KILN_DEBUG=1 adds debug lines (where the reader found corruption) */
+	if (getenv("KILN_DEBUG") && *getenv("KILN_DEBUG"))
+		lg->max_level = KILN_LOG_DEBUG;
 }
 
 void cli_log_fn(void *ctx, enum kiln_log_level level, const char *msg)
@@ -242,19 +256,32 @@ void cli_verity_apply(const struct cli_verity *v, struct kiln_image_opts *o)
 	o->verity_hash_offset = v->hash_offset;
 }
 
-int cli_open_image(struct kiln_image **img, const char *path,
-		   struct cli_log *lg)
+int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
+		   const char *arg)
 {
-	return cli_open_image_verity(img, path, lg, NULL);
+	if (devs->count == CLI_MAX_DEVICES)
+		return cli_usage_error(spec, "at most %u --device options",
+				       CLI_MAX_DEVICES);
+	devs->paths[devs->count++] = arg;
+	return 0;
+}
+
+int cli_open_image(struct kiln_image **img, const char *path,
+		   struct cli_log *lg, const struct cli_devices *devs)
+{
+	return cli_open_image_verity(img, path, lg, devs, NULL);
 }
 
 int cli_open_image_verity(struct kiln_image **img, const char *path,
-			  struct cli_log *lg, const struct cli_verity *v)
+			  struct cli_log *lg, const struct cli_devices *devs,
+			  const struct cli_verity *v)
 {
 	struct kiln_image_opts opts = {
 		.struct_size = sizeof(opts),
 		.log = cli_log_fn,
 		.log_ctx = lg,
+		.devices = devs ? devs->paths : NULL,
+		.nr_devices = devs ? devs->count : 0,
 	};
 	int err;
 
@@ -263,8 +290,9 @@ int cli_open_image_verity(struct kiln_image **img, const char *path,
 	err = kiln_image_open(img, path, &opts);
 	if (err) {
 		/* a corrupt superblock was already described by the log */
-		if (!(err == -KILN_ECORRUPT && lg->have_last &&
-		      !lg->quiet_errors))
+		if (!((err == -KILN_ECORRUPT || err == -KILN_ENOTEROFS ||
+		       err == -EINVAL) &&
+		      lg->have_last && !lg->quiet_errors))
 			cli_error(path, "cannot open image: %s",
 				  kiln_strerror(err));
 		else

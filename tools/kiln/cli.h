@@ -29,8 +29,8 @@ int cmd_umount(int argc, char **argv);
 /*
  * Options of one subcommand, as a table. @key is the short option letter,
  * or a value >= 256 for a long-only option; @arg names the argument in
- * --help (NULL: the option takes none). -h/--help is always added; at most
- * 64 options per command.
+ * --help (NULL: the option takes none). -h/--help and -V/--version are
+ * always added; at most 64 options per command.
  */
 struct cli_option {
 	const char *name;
@@ -51,12 +51,15 @@ enum {
 	CLI_OPT_END = -1,		/* options done: optind is the first operand */
 	CLI_OPT_HELP = -2,		/* --help was printed: exit 0 */
 	CLI_OPT_ERROR = -3,		/* a usage error was printed: exit 2 */
+	CLI_OPT_VERSION = -4,		/* --version was printed: exit 0 */
 };
 
 /* Next option (its key), or a CLI_OPT_* value; *@arg gets its argument. */
 int cli_getopt(int argc, char **argv, const struct cli_spec *spec,
 	       const char **arg);
-/* Exit status for a CLI_OPT_HELP / CLI_OPT_ERROR result. */
+/* "kiln 0.1.0" on stdout: what --version prints, for every command. */
+void cli_version(void);
+/* Exit status for a CLI_OPT_HELP / _VERSION / _ERROR result. */
 int cli_opt_exit(int rc);
 void cli_usage(FILE *f, const struct cli_spec *spec);
 /* "kiln CMD: <message>" and a usage line on stderr; returns 2. */
@@ -83,9 +86,32 @@ void cli_log_fn(void *ctx, enum kiln_log_level level, const char *msg);
 void cli_error(const char *image, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* Open @path logging to @lg; prints the reason and returns it on failure. */
+/*
+ * --device PATH, repeatable, for every command that reads an image: its
+ * extra devices, in the order of the image's device table.
+ */
+#define CLI_MAX_DEVICES 64
+enum { CLI_OPT_DEVICE = 0x1000 };
+#define CLI_DEVICE_OPTION \
+	{ "device", CLI_OPT_DEVICE, "PATH", "an extra device of the image " \
+	  "(a blob, or the tar of a --tar-index image); repeat for each, " \
+	  "in device-table order" }
+
+struct cli_devices {
+	const char *paths[CLI_MAX_DEVICES];
+	unsigned int count;
+};
+
+/* Add @arg to @devs: 0, or a usage error printed (returns 2). */
+int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
+		   const char *arg);
+
+/*
+ * Open @path (with the extra devices @devs, may be NULL) logging to @lg;
+ * prints the reason and returns it on failure.
+ */
 int cli_open_image(struct kiln_image **img, const char *path,
-		   struct cli_log *lg);
+		   struct cli_log *lg, const struct cli_devices *devs);
 
 /* --verity ROOT_HASH, --verity-salt HEX, --verity-hash-offset BYTES. */
 struct cli_verity {
@@ -98,7 +124,7 @@ struct cli_verity {
 };
 
 enum {
-	CLI_OPT_VERITY = 0x1000,	/* long-only keys, clear of the commands' own */
+	CLI_OPT_VERITY = 0x1100,	/* long-only keys, clear of the commands' own */
 	CLI_OPT_VERITY_SALT,
 	CLI_OPT_VERITY_HASH_OFFSET,
 };
@@ -122,7 +148,8 @@ int cli_verity_option(const struct cli_spec *spec, struct cli_verity *v,
 
 /* As cli_open_image(), through the tree @v describes (NULL: none). */
 int cli_open_image_verity(struct kiln_image **img, const char *path,
-			  struct cli_log *lg, const struct cli_verity *v);
+			  struct cli_log *lg, const struct cli_devices *devs,
+			  const struct cli_verity *v);
 
 /* Point @o's verity fields at @v's (when @v->on). */
 void cli_verity_apply(const struct cli_verity *v, struct kiln_image_opts *o);

@@ -6,19 +6,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <kiln/builder.h>
 #include <kiln/kernel.h>
 
 #include "cli.h"
+#include "interrupt.h"
 #include "progress.h"
+#include "util/grow.h"
 
 struct build_cli {
 	struct kiln_build_opts opts;
 	const char **excludes;
 	size_t nr_excludes, excludes_cap;
 	char **owned;			/* lines read by --exclude-from */
-	size_t nr_owned;
+	size_t nr_owned, owned_cap;
 	int verbosity;			/* -1 quiet, 0 normal, 1 verbose */
 	bool mtime_given;
 	const char *tar;		/* --tar FILE ("-": stdin), or NULL */
@@ -33,6 +36,9 @@ enum {
 	OPT_ALL_ROOT = 256,
 	OPT_FORCE_UID,
 	OPT_FORCE_GID,
+	OPT_UID_OFFSET,
+	OPT_GID_OFFSET,
+	OPT_WHITEOUTS,
 	OPT_EXCLUDE_FROM,
 	OPT_NO_XATTRS,
 	OPT_LAYOUT,
@@ -52,6 +58,7 @@ enum {
 	OPT_PACKED_ORDER,
 	OPT_PACKED_PCLUSTER,
 	OPT_TAR,
+	OPT_TAR_INDEX,
 	OPT_VERIFY,
 	OPT_FILE_CONTEXTS,
 	OPT_MOUNT_POINT,
@@ -140,6 +147,40 @@ static int set_force_gid(struct build_cli *c, const char *arg)
 	return 0;
 }
 
+static int set_uid_offset(struct build_cli *c, const char *arg)
+{
+	uint64_t v;
+
+	if (parse_u64("--uid-offset", arg, 0, UINT32_MAX, &v))
+		return 2;
+	c->opts.uid_offset = (uint32_t)v;
+	return 0;
+}
+
+static int set_gid_offset(struct build_cli *c, const char *arg)
+{
+	uint64_t v;
+
+	if (parse_u64("--gid-offset", arg, 0, UINT32_MAX, &v))
+		return 2;
+	c->opts.gid_offset = (uint32_t)v;
+	return 0;
+}
+
+static int set_whiteouts(struct build_cli *c, const char *arg)
+{
+	if (!strcmp(arg, "overlay"))
+		c->opts.whiteouts = KILN_WHITEOUTS_OVERLAY;
+	else if (!strcmp(arg, "keep"))
+		c->opts.whiteouts = KILN_WHITEOUTS_KEEP;
+	else if (!strcmp(arg, "strip"))
+		c->opts.whiteouts = KILN_WHITEOUTS_STRIP;
+	else
+		return cli_usage_error(&build_spec, "--whiteouts: '%s' is not "
+				       "overlay, keep or strip", arg);
+	return 0;
+}
+
 static int set_mtime(struct build_cli *c, const char *arg)
 {
 	if (parse_i64("--mtime", arg, &c->opts.fixed_mtime))
@@ -151,15 +192,8 @@ static int set_mtime(struct build_cli *c, const char *arg)
 
 static int add_exclude(struct build_cli *c, const char *arg)
 {
-	if (c->nr_excludes == c->excludes_cap) {
-		size_t cap = c->excludes_cap ? c->excludes_cap * 2 : 8;
-		const char **v = realloc(c->excludes, cap * sizeof(*v));
-
-		if (!v)
-			return cli_usage_error(&build_spec, "out of memory");
-		c->excludes = v;
-		c->excludes_cap = cap;
-	}
+	if (KILN_GROW(c->excludes, c->excludes_cap, c->nr_excludes + 1))
+		return cli_usage_error(&build_spec, "out of memory");
 	c->excludes[c->nr_excludes++] = arg;
 	return 0;
 }
@@ -178,19 +212,15 @@ static int add_exclude_from(struct build_cli *c, const char *arg)
 		return 1;
 	}
 	while (!rc && (len = getline(&line, &cap, f)) >= 0) {
-		char **v;
-
 		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
 			line[--len] = '\0';
 		if (!len || line[0] == '#')
 			continue;
-		v = realloc(c->owned, (c->nr_owned + 1) * sizeof(*v));
-		if (!v || !(v[c->nr_owned] = strdup(line))) {
-			c->owned = v ? v : c->owned;
+		if (KILN_GROW(c->owned, c->owned_cap, c->nr_owned + 1) ||
+		    !(c->owned[c->nr_owned] = strdup(line))) {
 			rc = cli_usage_error(&build_spec, "out of memory");
 			break;
 		}
-		c->owned = v;
 		rc = add_exclude(c, c->owned[c->nr_owned++]);
 	}
 	free(line);
@@ -245,6 +275,13 @@ static int set_tar(struct build_cli *c, const char *arg)
 {
 	c->tar = arg;
 	c->opts.source_kind = KILN_SOURCE_TAR;
+	return 0;
+}
+
+static int set_tar_index(struct build_cli *c, const char *arg)
+{
+	c->tar = arg;
+	c->opts.source_kind = KILN_SOURCE_TAR_INDEX;
 	return 0;
 }
 
@@ -545,10 +582,25 @@ static const struct build_option {
 	  set_force_uid },
 	{ { "force-gid", OPT_FORCE_GID, "GID", "make every file's group GID" },
 	  set_force_gid },
+	{ { "uid-offset", OPT_UID_OFFSET, "N", "add N to every file's owner, "
+			"after --all-root and --force-uid (an owner past "
+			"4294967295 is an error)" }, set_uid_offset },
+	{ { "gid-offset", OPT_GID_OFFSET, "N", "add N to every file's group, "
+			"after --all-root and --force-gid" }, set_gid_offset },
+	{ { "whiteouts", OPT_WHITEOUTS, "MODE", "OCI/aufs whiteouts (.wh.NAME, "
+			".wh..wh..opq): overlay (overlayfs whiteouts and opaque "
+			"directories; the default for --tar), keep (plain "
+			"files; the default for a directory) or strip (drop "
+			"them, and 0:0 character devices: a flattened "
+			"image)" }, set_whiteouts },
 	{ { "mtime", 'T', "SECONDS", "give every file this mtime (seconds "
 				     "since the epoch)" }, set_mtime },
 	{ { "exclude", 'x', "PATTERN", "skip paths or names matching this "
-				       "glob (repeatable)" }, add_exclude },
+			"glob (repeatable): '/usr/lib/*.a' (a leading '/') "
+			"matches the whole path from the source root, '*' not "
+			"crossing '/' (directory sources only); '*.o' or "
+			"'cache' matches any file's name or its path from the "
+			"root" }, add_exclude },
 	{ { "exclude-from", OPT_EXCLUDE_FROM, "FILE", "read exclude patterns "
 						      "from FILE, one a line" },
 	  add_exclude_from },
@@ -568,8 +620,11 @@ static const struct build_option {
 	{ { "memory-limit", OPT_MEMORY_LIMIT, "BYTES", "bound on file data "
 			"in flight and codec workspaces (suffix K, M, G; "
 			"default 64M or 8M per thread)" }, set_memory_limit },
-	{ { "compress", 'z', "ALG[:LEVEL]", "compress files: lz4, lz4hc, "
-			"lzma, deflate or zstd (default: none)" }, set_compress },
+	{ { "compress", 'z', "ALG[:LEVEL]", "compress files (default: "
+			"none): lz4, lz4hc (1-12, default 9), deflate (1-12, "
+			"default 6), zstd (-100..-1 fast, 1-22, default 3; 0 "
+			"is the default), lzma (0-9 or 0e-9e extreme, default "
+			"6)" }, set_compress },
 	{ { "kernel", OPT_KERNEL, "VERSION", "oldest Linux the image must "
 			"mount on without warnings: 5.4 ... 6.17 or latest; "
 			"picks the layout, savers and defaults (default 6.1, "
@@ -627,9 +682,17 @@ static const struct build_option {
 	{ { "raw-margin", OPT_RAW_MARGIN, "BYTES", "store a pcluster raw "
 			"unless compressing saves this much (default one "
 			"block)" }, set_raw_margin },
-	{ { "tar", OPT_TAR, "FILE", "build from the tar stream FILE ('-': "
-			"stdin; plain, gzip, bzip2, xz, zstd or lz4) instead "
-			"of a directory" }, set_tar },
+	{ { "tar", OPT_TAR, "FILE", "build from the archive FILE ('-': "
+			"stdin) instead of a directory: tar (any flavour), "
+			"cpio, zip, 7z, rar, iso9660, xar, cab, lha, ar or "
+			"warc, plain or gzip, bzip2, xz, lzma, zstd, lz4, "
+			"compress (.Z), lzip or uuencoded (7z and zip are "
+			"best read from a file, not a pipe)" }, set_tar },
+	{ { "tar-index", OPT_TAR_INDEX, "FILE", "build an index of the "
+			"uncompressed tar FILE: the file data stay in FILE, "
+			"the image's extra device (mount -t erofs -o "
+			"device=FILE; kiln's reading commands take --device "
+			"FILE); 512-byte blocks, Linux 6.4+" }, set_tar_index },
 	{ { "verify", OPT_VERIFY, NULL, "read the image back and compare it "
 			"with the source before renaming it into place" },
 	  set_verify },
@@ -653,14 +716,36 @@ static struct cli_option build_cli_options[NR_BUILD_OPTIONS];
 
 static const struct cli_spec build_spec = {
 	.cmd = "build",
-	.usage = "[OPTIONS] SOURCE IMAGE\n       kiln build [OPTIONS] --tar FILE|- IMAGE",
+	.usage = "[OPTIONS] SOURCE IMAGE\n       kiln build [OPTIONS] --tar FILE|- IMAGE\n"
+		 "       kiln build [OPTIONS] --tar-index FILE IMAGE",
 	.summary = "Build the EROFS image IMAGE from the directory SOURCE "
-		   "(or a tar stream). "
+		   "(or an archive: --tar). "
 		   "SOURCE_DATE_EPOCH, if set,\nsets the build time and clamps "
 		   "newer mtimes to it.",
 	.opts = build_cli_options,
 	.nr_opts = NR_BUILD_OPTIONS,
 };
+
+/*
+ * Ctrl-C: the image goes to an unnamed temporary file, so an interrupted
+ * build leaves no file and an existing image as it was; a block device is
+ * written in place and holds a partial image.
+ */
+static void on_interrupt_say_left(struct build_cli *c, const char *image)
+{
+	char left[512], name[400];
+	struct stat st;
+
+	cli_copy_cut(name, sizeof(name), image);
+	if (!stat(image, &st) && S_ISBLK(st.st_mode))
+		snprintf(left, sizeof(left), "the device %s holds a partial "
+			 "image", name);
+	else if (!stat(image, &st))
+		snprintf(left, sizeof(left), "%s left as it was", name);
+	else
+		snprintf(left, sizeof(left), "no image written");
+	cli_interrupt_install("build", left, &c->progress.line_open);
+}
 
 static void build_log(void *ctx, enum kiln_log_level level, const char *msg)
 {
@@ -779,8 +864,9 @@ int cmd_build(int argc, char **argv)
 		goto out;
 	}
 	if (argc - optind != (c.tar ? 1 : 2)) {
-		rc = cli_usage_error(&build_spec, c.tar ? "--tar: expected "
-				     "only IMAGE" : "expected SOURCE and IMAGE");
+		rc = cli_usage_error(&build_spec, c.tar ? "--tar, --tar-index: "
+				     "expected only IMAGE" :
+				     "expected SOURCE and IMAGE");
 		goto out;
 	}
 	if ((c.opts.verity_salt || c.root_hash_file) &&
@@ -795,6 +881,7 @@ int cmd_build(int argc, char **argv)
 		c.opts.progress = cli_progress_show;
 		c.opts.progress_ctx = &c.progress;
 	}
+	on_interrupt_say_left(&c, argv[argc - 1]);
 	err = kiln_build(c.tar ? c.tar : argv[optind], argv[argc - 1],
 			 &c.opts, &stats);
 	cli_progress_clear(&c.progress);

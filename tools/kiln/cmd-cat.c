@@ -12,11 +12,17 @@
 
 #define CAT_CHUNK (1u << 20)
 
+static const struct cli_option cat_options[] = {
+	CLI_DEVICE_OPTION,
+};
+
 static const struct cli_spec cat_spec = {
 	.cmd = "cat",
-	.usage = "IMAGE PATH...",
+	.usage = "[--device PATH]... IMAGE PATH...",
 	.summary = "Write the bytes of each file PATH of IMAGE to standard "
 		   "output (symlinks are followed inside the image).",
+	.opts = cat_options,
+	.nr_opts = sizeof(cat_options) / sizeof(cat_options[0]),
 };
 
 /* Write all of @buf to stdout: 0, or -errno (-EPIPE: reader went away). */
@@ -100,6 +106,7 @@ static int cat_one(struct kiln_image *img, const char *image,
 
 int cmd_cat(int argc, char **argv)
 {
+	struct cli_devices devs = { .count = 0 };
 	struct kiln_image *img;
 	struct cli_log lg;
 	const char *arg, *image;
@@ -107,7 +114,8 @@ int cmd_cat(int argc, char **argv)
 	char *buf;
 
 	while ((c = cli_getopt(argc, argv, &cat_spec, &arg)) >= 0)
-		;
+		if (c == CLI_OPT_DEVICE && cli_add_device(&cat_spec, &devs, arg))
+			return 2;
 	if (c != CLI_OPT_END)
 		return cli_opt_exit(c);
 	if (argc - optind < 2)
@@ -121,7 +129,7 @@ int cmd_cat(int argc, char **argv)
 		return 1;
 	}
 	cli_log_init(&lg, image, KILN_LOG_WARN);
-	if (cli_open_image(&img, image, &lg)) {
+	if (cli_open_image(&img, image, &lg, &devs)) {
 		free(buf);
 		return 1;
 	}

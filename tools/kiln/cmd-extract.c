@@ -6,6 +6,7 @@
 #include <kiln/extract.h>
 
 #include "cli.h"
+#include "interrupt.h"
 
 enum {
 	OPT_NO_SAME_OWNER = 256,
@@ -29,6 +30,7 @@ static const struct cli_option extract_options[] = {
 	{ "no-times", OPT_NO_TIMES, NULL, "do not restore modification times" },
 	{ "quiet", 'q', NULL, "no warnings" },
 	{ "verbose", 'v', NULL, "print a summary at the end" },
+	CLI_DEVICE_OPTION,
 };
 
 static const struct cli_spec extract_spec = {
@@ -72,11 +74,22 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* Ctrl-C: what is already extracted stays, and the message says so. */
+static void on_interrupt_say_partial(const char *dest)
+{
+	char left[512], name[400];
+
+	cli_copy_cut(name, sizeof(name), dest);
+	snprintf(left, sizeof(left), "%s holds a partial extraction", name);
+	cli_interrupt_install("extract", left, NULL);
+}
+
 int cmd_extract(int argc, char **argv)
 {
 	struct kiln_extract_opts opts = { .struct_size = sizeof(opts) };
 	struct kiln_extract_stats stats;
 	struct extract_cli ctx = { 0 };
+	struct cli_devices devs = { .count = 0 };
 	struct kiln_image *img;
 	struct cli_log lg;
 	const char *arg, *dest, *src = "/";
@@ -100,6 +113,10 @@ int cmd_extract(int argc, char **argv)
 		case OPT_NO_TIMES: opts.flags |= KILN_EXTRACT_NO_TIMES; break;
 		case 'q': ctx.quiet = true; break;
 		case 'v': verbose = true; break;
+		case CLI_OPT_DEVICE:
+			if (cli_add_device(&extract_spec, &devs, arg))
+				return 2;
+			break;
 		}
 	}
 	if (c != CLI_OPT_END)
@@ -113,11 +130,12 @@ int cmd_extract(int argc, char **argv)
 		src = argv[optind + 2];
 
 	cli_log_init(&lg, ctx.image, KILN_LOG_WARN);
-	if (cli_open_image(&img, ctx.image, &lg))
+	if (cli_open_image(&img, ctx.image, &lg, &devs))
 		return 1;
 	opts.msg = on_msg;
 	opts.ctx = &ctx;
 	raise_fd_limit();
+	on_interrupt_say_partial(dest);
 	err = kiln_extract(img, src, dest, &opts, &stats);
 	kiln_image_close(img);
 	if (verbose) {

@@ -6,6 +6,7 @@
 #include <kiln/image.h>
 
 #include "cli.h"
+#include "interrupt.h"
 
 enum {
 	OPT_NO_DATA = 256,
@@ -17,11 +18,12 @@ static const struct cli_option fsck_options[] = {
 	{ "no-data", OPT_NO_DATA, NULL, "check metadata only, do not read "
 					"file data" },
 	CLI_VERITY_OPTIONS,
+	CLI_DEVICE_OPTION,
 };
 
 static const struct cli_spec fsck_spec = {
 	.cmd = "fsck",
-	.usage = "[-q] [-v] [--no-data] [--verity ROOT_HASH] IMAGE",
+	.usage = "[-q] [-v] [--no-data] [--device PATH]... [--verity ROOT_HASH] IMAGE",
 	.summary = "Check IMAGE: every inode reachable from the root, "
 		   "directories, link counts, xattrs and every byte of data.\n"
 		   "A clean result proves the structure: the superblock (and "
@@ -35,7 +37,13 @@ static const struct cli_spec fsck_spec = {
 		   "any dm-verity tree),\nevery data block and tree block is "
 		   "also checked against the root hash: that\nproves the data, "
 		   "and the files on bad blocks are named.\n"
-		   "Exit status: 0 sound, 1 corrupt, 2 usage or I/O error.",
+		   "Data on an extra device (--blobdev, --tar-index images) "
+		   "is read from the\n--device given for it; without it, "
+		   "fsck says which device is needed and\nexits 1.\n"
+		   "Exit status: 0 sound; 1 corrupt (an EROFS image that fails a "
+		   "check, or uses\na feature kiln lacks); 2 usage or I/O "
+		   "error, or IMAGE is no EROFS image at all\n(empty, shorter "
+		   "than a superblock, no EROFS magic, a directory).",
 	.opts = fsck_options,
 	.nr_opts = sizeof(fsck_options) / sizeof(fsck_options[0]),
 };
@@ -45,6 +53,7 @@ struct fsck_cli {
 	struct cli_log *lg;
 	bool verbose;
 	uint64_t printed;
+	uint64_t need_device;		/* problems: an extra device missing */
 };
 
 static int on_problem(void *ctx, const struct kiln_fsck_problem *p)
@@ -52,7 +61,8 @@ static int on_problem(void *ctx, const struct kiln_fsck_problem *p)
 	struct fsck_cli *c = ctx;
 	const char *detail = NULL;
 
-	if (p->err == -KILN_ECORRUPT && c->lg->have_last)
+	if ((p->err == -KILN_ECORRUPT || p->err == -ENODEV) &&
+	    c->lg->have_last)
 		detail = c->lg->last;	/* the reader said what is wrong */
 	else if (p->err)
 		detail = kiln_strerror(p->err);
@@ -61,6 +71,8 @@ static int on_problem(void *ctx, const struct kiln_fsck_problem *p)
 			  (unsigned long long)p->nid, p->what,
 			  detail ? ": " : "", detail ? detail : "");
 	c->printed++;
+	if (p->err == -ENODEV)
+		c->need_device++;
 	c->lg->have_last = false;
 	return 0;
 }
@@ -71,6 +83,7 @@ int cmd_fsck(int argc, char **argv)
 	struct kiln_fsck_report rep;
 	struct fsck_cli ctx = { 0 };
 	struct cli_verity verity = { 0 };
+	struct cli_devices devs = { .count = 0 };
 	struct kiln_image *img;
 	struct cli_log lg;
 	const char *arg;
@@ -88,6 +101,10 @@ int cmd_fsck(int argc, char **argv)
 			if (cli_verity_option(&fsck_spec, &verity, c, arg))
 				return 2;
 			break;
+		case CLI_OPT_DEVICE:
+			if (cli_add_device(&fsck_spec, &devs, arg))
+				return 2;
+			break;
 		}
 	}
 	if (c != CLI_OPT_END)
@@ -102,13 +119,18 @@ int cmd_fsck(int argc, char **argv)
 	if ((verity.has_salt || verity.hash_offset) && !verity.on)
 		return cli_usage_error(&fsck_spec, "--verity-salt and "
 				       "--verity-hash-offset need --verity");
-	err = cli_open_image_verity(&img, ctx.image, &lg, &verity);
-	if (err)	/* a bad superblock is corruption; a missing file is not */
+	err = cli_open_image_verity(&img, ctx.image, &lg, &devs, &verity);
+	/*
+	 * A bad superblock is corruption; a file that is no EROFS image at
+	 * all (or a directory, or a missing file) is a usage error.
+	 */
+	if (err)
 		return err == -KILN_ECORRUPT || err == -EOPNOTSUPP ? 1 : 2;
 	/* reader errors are shown as the detail of the problem they cause */
 	lg.quiet_errors = true;
 	opts.problem = on_problem;
 	opts.ctx = &ctx;
+	cli_interrupt_install("fsck", NULL, NULL);
 	err = kiln_fsck(img, &opts, &rep);
 	kiln_image_close(img);
 	if (err && err != -KILN_ECORRUPT) {
@@ -120,6 +142,13 @@ int cmd_fsck(int argc, char **argv)
 		cli_error(ctx.image, "fsck: %llu problem%s found",
 			  (unsigned long long)rep.problems,
 			  rep.problems == 1 ? "" : "s");
+		if (ctx.need_device)
+			cli_error(ctx.image, "fsck: %llu of them need%s an extra "
+				  "device that was not given: pass each with "
+				  "--device, in device-table order (kiln info "
+				  "lists them)",
+				  (unsigned long long)ctx.need_device,
+				  ctx.need_device == 1 ? "s" : "");
 		return 1;
 	}
 	if (!quiet) {

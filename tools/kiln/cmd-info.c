@@ -24,11 +24,12 @@ static const struct cli_option info_options[] = {
 	{ "kernels", OPT_KERNELS, NULL, "print the table of features and the "
 					"first Linux that mounts each (no "
 					"IMAGE)" },
+	CLI_DEVICE_OPTION,
 };
 
 static const struct cli_spec info_spec = {
 	.cmd = "info",
-	.usage = "[--json] [--no-walk] IMAGE\n       kiln info --kernels",
+	.usage = "[--json] [--no-walk] [--device PATH]... IMAGE\n       kiln info --kernels",
 	.summary = "Describe IMAGE: superblock, features, compression and the "
 		   "files it holds.",
 	.opts = info_options,
@@ -178,7 +179,33 @@ static void print_features(const char *label, uint32_t bits,
 	printf("%s\n", first ? "(none)" : "");
 }
 
-static void print_text(const char *image, const struct kiln_image_info *in,
+/* The device table: one line per extra device, and the file given. */
+static void print_devices_text(const struct kiln_image *img,
+			       const struct kiln_image_info *in)
+{
+	for (unsigned int n = 1; n <= in->extra_devices; n++) {
+		struct kiln_device_info d;
+		char hs[32], tag[200];
+
+		if (kiln_image_device(img, n, &d))
+			continue;
+		cli_escape(d.tag, tag, sizeof(tag));
+		printf("%-22s%u: tag \"%s\", %llu blocks (%s), unified "
+		       "address %llu", n == 1 ? "devices:" : "", n, tag,
+		       (unsigned long long)d.blocks,
+		       cli_human_size(d.blocks * in->block_size, hs,
+				      sizeof(hs)),
+		       (unsigned long long)d.uniaddr);
+		if (d.present)
+			printf(", given: %s", d.path ? d.path : "descriptor");
+		else
+			printf(", not given");
+		printf("\n");
+	}
+}
+
+static void print_text(const struct kiln_image *img, const char *image,
+		       const struct kiln_image_info *in,
 		       const struct kiln_fsck_report *rep, bool walked,
 		       int walk_err)
 {
@@ -241,6 +268,7 @@ static void print_text(const char *image, const struct kiln_image_info *in,
 		       in->sb_checksum);
 	else
 		printf("%-22snone\n", "checksum:");
+	print_devices_text(img, in);
 	if (!walked)
 		return;
 	if (walk_err == -KILN_ECORRUPT)
@@ -329,7 +357,31 @@ static void json_word(void *ctx, const char *name)
 	*first = false;
 }
 
-static void print_json(const char *image, const struct kiln_image_info *in,
+static void print_devices_json(const struct kiln_image *img,
+			       const struct kiln_image_info *in)
+{
+	printf(", \"devices\": [");
+	for (unsigned int n = 1; n <= in->extra_devices; n++) {
+		struct kiln_device_info d;
+
+		if (kiln_image_device(img, n, &d))
+			continue;
+		printf("%s{\"id\": %u, \"tag\": ", n == 1 ? "" : ", ", n);
+		json_str(d.tag);
+		printf(", \"blocks\": %llu, \"uniaddr\": %llu, \"given\": ",
+		       (unsigned long long)d.blocks,
+		       (unsigned long long)d.uniaddr);
+		if (d.present && d.path)
+			json_str(d.path);
+		else
+			printf("%s", d.present ? "true" : "null");
+		printf("}");
+	}
+	printf("]");
+}
+
+static void print_json(const struct kiln_image *img, const char *image,
+		       const struct kiln_image_info *in,
 		       const struct kiln_fsck_report *rep, bool walked,
 		       int walk_err)
 {
@@ -393,6 +445,7 @@ static void print_json(const char *image, const struct kiln_image_info *in,
 			json_word(&first, k->name);
 	}
 	printf("]");
+	print_devices_json(img, in);
 	if (walked) {
 		printf(", \"walk\": {\"complete\": %s, \"problems\": %llu"
 		       ", \"directories\": %llu"
@@ -425,6 +478,7 @@ int cmd_info(int argc, char **argv)
 	};
 	struct kiln_fsck_report rep;
 	struct kiln_image_info info;
+	struct cli_devices devs = { .count = 0 };
 	struct kiln_image *img;
 	struct cli_log lg;
 	const char *arg, *image;
@@ -437,6 +491,10 @@ int cmd_info(int argc, char **argv)
 		case OPT_WALK: walk = true; break;
 		case OPT_NO_WALK: walk = false; break;
 		case OPT_KERNELS: kernels = true; break;
+		case CLI_OPT_DEVICE:
+			if (cli_add_device(&info_spec, &devs, arg))
+				return 2;
+			break;
 		}
 	}
 	if (c != CLI_OPT_END)
@@ -453,16 +511,16 @@ int cmd_info(int argc, char **argv)
 	image = argv[optind];
 
 	cli_log_init(&lg, image, KILN_LOG_WARN);
-	if (cli_open_image(&img, image, &lg))
+	if (cli_open_image(&img, image, &lg, &devs))
 		return 1;
 	kiln_image_get_info(img, &info);
 	memset(&rep, 0, sizeof(rep));
 	if (walk)
 		walk_err = kiln_fsck(img, &fopts, &rep);
 	if (json)
-		print_json(image, &info, &rep, walk, walk_err);
+		print_json(img, image, &info, &rep, walk, walk_err);
 	else
-		print_text(image, &info, &rep, walk, walk_err);
+		print_text(img, image, &info, &rep, walk, walk_err);
 	kiln_image_close(img);
 	if (walk_err)
 		cli_error(image, "walking the image: %s", kiln_strerror(walk_err));

@@ -11,6 +11,8 @@
 #include <kiln/image.h>
 
 #include "cli.h"
+#include "util/grow.h"
+#include "util/u64map.h"
 
 enum ls_flags {
 	LS_LONG		= 1u << 0,
@@ -31,11 +33,13 @@ static const struct cli_option ls_options[] = {
 	{ "directory", 'd', NULL, "show a directory itself, not its "
 				  "contents" },
 	{ "inode", 'i', NULL, "show each entry's nid" },
+	CLI_DEVICE_OPTION,
 };
 
 static const struct cli_spec ls_spec = {
 	.cmd = "ls",
-	.usage = "[-l] [-a] [-R] [-n] [-d] [-i] IMAGE [PATH]",
+	.usage = "[-l] [-a] [-R] [-n] [-d] [-i] [--device PATH]... IMAGE "
+		 "[PATH]",
 	.summary = "List directory PATH (default /) of IMAGE, or show PATH "
 		   "itself if it is not a directory.",
 	.opts = ls_options,
@@ -57,10 +61,11 @@ struct ls_list {
 	size_t nr, cap;
 };
 
-/* A set of directory nids already listed (-R must not loop on cycles). */
-struct nid_set {
-	kiln_nid_t *slots;	/* 0 = free; nids are stored + 1 */
-	size_t cap, count;
+/* The name of the last id looked up (ls -l shows runs of one owner). */
+struct id_name {
+	uint32_t id;
+	bool valid;
+	char name[64];
 };
 
 struct ls {
@@ -68,47 +73,9 @@ struct ls {
 	const char *image;
 	unsigned int flags;
 	int status;
-	struct nid_set seen;
-	uid_t cached_uid;
-	gid_t cached_gid;
-	char uname[64], gname[64];
-	bool have_uid, have_gid;
+	struct kiln_u64map seen;	/* directories listed: -R must not loop */
+	struct id_name users, groups;	/* the last uid's and gid's names */
 };
-
-/* 1: @nid added, 0: it was there already, -ENOMEM. */
-static int nid_set_add(struct nid_set *s, kiln_nid_t nid)
-{
-	size_t i;
-
-	if ((s->count + 1) * 2 > s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		kiln_nid_t *slots = calloc(cap, sizeof(*slots));
-
-		if (!slots)
-			return -ENOMEM;
-		for (size_t j = 0; j < s->cap; j++) {
-			if (!s->slots[j])
-				continue;
-			i = (size_t)(s->slots[j] * 0x9E3779B97F4A7C15ull) &
-			    (cap - 1);
-			while (slots[i])
-				i = (i + 1) & (cap - 1);
-			slots[i] = s->slots[j];
-		}
-		free(s->slots);
-		s->slots = slots;
-		s->cap = cap;
-	}
-	i = (size_t)((nid + 1) * 0x9E3779B97F4A7C15ull) & (s->cap - 1);
-	while (s->slots[i]) {
-		if (s->slots[i] == nid + 1)
-			return 0;
-		i = (i + 1) & (s->cap - 1);
-	}
-	s->slots[i] = nid + 1;
-	s->count++;
-	return 1;
-}
 
 static void mode_string(uint32_t mode, char out[11])
 {
@@ -130,48 +97,46 @@ static void mode_string(uint32_t mode, char out[11])
 	out[10] = '\0';
 }
 
+/* @id's name (the number when it has none, or with -n), in @cache or @buf. */
+static const char *id_name(const struct ls *ls, struct id_name *cache,
+			   uint32_t id, bool group, char *buf, size_t cap)
+{
+	const char *name;
+
+	if (ls->flags & LS_NUMERIC) {
+		snprintf(buf, cap, "%u", id);
+		return buf;
+	}
+	if (cache->valid && cache->id == id)
+		return cache->name;
+	if (group) {
+		struct group *gr = getgrgid(id);
+
+		name = gr ? gr->gr_name : NULL;
+	} else {
+		struct passwd *pw = getpwuid(id);
+
+		name = pw ? pw->pw_name : NULL;
+	}
+	cache->id = id;
+	cache->valid = true;
+	if (name)
+		snprintf(cache->name, sizeof(cache->name), "%s", name);
+	else
+		snprintf(cache->name, sizeof(cache->name), "%u", id);
+	return cache->name;
+}
+
 static const char *owner_name(struct ls *ls, uint32_t uid, char *buf,
 			      size_t cap)
 {
-	if (!(ls->flags & LS_NUMERIC)) {
-		if (!ls->have_uid || ls->cached_uid != uid) {
-			struct passwd *pw = getpwuid(uid);
-
-			ls->cached_uid = uid;
-			ls->have_uid = true;
-			if (pw)
-				snprintf(ls->uname, sizeof(ls->uname), "%s",
-					 pw->pw_name);
-			else
-				snprintf(ls->uname, sizeof(ls->uname), "%u",
-					 uid);
-		}
-		return ls->uname;
-	}
-	snprintf(buf, cap, "%u", uid);
-	return buf;
+	return id_name(ls, &ls->users, uid, false, buf, cap);
 }
 
 static const char *group_name(struct ls *ls, uint32_t gid, char *buf,
 			      size_t cap)
 {
-	if (!(ls->flags & LS_NUMERIC)) {
-		if (!ls->have_gid || ls->cached_gid != gid) {
-			struct group *gr = getgrgid(gid);
-
-			ls->cached_gid = gid;
-			ls->have_gid = true;
-			if (gr)
-				snprintf(ls->gname, sizeof(ls->gname), "%s",
-					 gr->gr_name);
-			else
-				snprintf(ls->gname, sizeof(ls->gname), "%u",
-					 gid);
-		}
-		return ls->gname;
-	}
-	snprintf(buf, cap, "%u", gid);
-	return buf;
+	return id_name(ls, &ls->groups, gid, true, buf, cap);
 }
 
 static void size_field(const struct kiln_stat *st, char *buf, size_t cap)
@@ -262,15 +227,8 @@ static int collect(void *ctx, const struct kiln_dirent *de)
 {
 	struct ls_list *l = ctx;
 
-	if (l->nr == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct ls_entry *p = realloc(l->ents, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		l->ents = p;
-		l->cap = cap;
-	}
+	if (KILN_GROW(l->ents, l->cap, l->nr + 1))
+		return -ENOMEM;
 	l->ents[l->nr].name = strndup(de->name, de->name_len);
 	if (!l->ents[l->nr].name)
 		return -ENOMEM;
@@ -393,7 +351,7 @@ static int list_tree(struct ls *ls, const char *path, kiln_nid_t nid)
 	kiln_nid_t parent = nid == kiln_image_root(ls->img) ? nid : NO_PARENT;
 	int ret = 0;
 
-	if (!cur || nid_set_add(&ls->seen, nid) < 0) {
+	if (!cur || kiln_u64map_insert(&ls->seen, nid, NULL) < 0) {
 		free(cur);
 		return -ENOMEM;
 	}
@@ -427,7 +385,8 @@ static int list_tree(struct ls *ls, const char *path, kiln_nid_t nid)
 			if (!S_ISDIR(st.mode))
 				continue;
 			sub = join(cur, e->name);
-			added = sub ? nid_set_add(&ls->seen, e->nid) : -ENOMEM;
+			added = sub ? kiln_u64map_insert(&ls->seen, e->nid, NULL)
+				    : -ENOMEM;
 			if (added == 0) {
 				cli_error(ls->image, "%s: directory reached a "
 					  "second time (cycle or hardlinked "
@@ -441,18 +400,10 @@ static int list_tree(struct ls *ls, const char *path, kiln_nid_t nid)
 				ret = -ENOMEM;
 			if (added <= 0)
 				continue;
-			if (nr == cap) {
-				size_t ncap = cap ? cap * 2 : 32;
-				struct ls_pending *p = realloc(stack,
-							ncap * sizeof(*p));
-
-				if (!p) {
-					free(sub);
-					ret = -ENOMEM;
-					continue;
-				}
-				stack = p;
-				cap = ncap;
+			if (KILN_GROW(stack, cap, nr + 1)) {
+				free(sub);
+				ret = -ENOMEM;
+				continue;
 			}
 			stack[nr].path = sub;
 			stack[nr].nid = e->nid;
@@ -477,6 +428,7 @@ static int list_tree(struct ls *ls, const char *path, kiln_nid_t nid)
 int cmd_ls(int argc, char **argv)
 {
 	struct ls ls = { .status = 0 };
+	struct cli_devices devs = { .count = 0 };
 	struct kiln_image *img;
 	struct cli_log lg;
 	struct kiln_stat st;
@@ -492,6 +444,10 @@ int cmd_ls(int argc, char **argv)
 		case 'n': ls.flags |= LS_NUMERIC | LS_LONG; break;
 		case 'd': ls.flags |= LS_DIRECTORY; break;
 		case 'i': ls.flags |= LS_INODE; break;
+		case CLI_OPT_DEVICE:
+			if (cli_add_device(&ls_spec, &devs, arg))
+				return 2;
+			break;
 		}
 	}
 	if (c != CLI_OPT_END)
@@ -502,7 +458,7 @@ int cmd_ls(int argc, char **argv)
 	path = argc - optind == 2 ? argv[optind + 1] : "/";
 
 	cli_log_init(&lg, image, KILN_LOG_WARN);
-	if (cli_open_image(&img, image, &lg))
+	if (cli_open_image(&img, image, &lg, &devs))
 		return 1;
 	ls.img = img;
 	ls.image = image;
@@ -533,7 +489,7 @@ int cmd_ls(int argc, char **argv)
 		measure(&ls, &e, &w);
 		print_entry(&ls, &e, &w);
 	}
-	free(ls.seen.slots);
+	kiln_u64map_release(&ls.seen);
 	kiln_image_close(img);
 	if (fflush(stdout) && !ls.status) {
 		cli_error(image, "writing the listing failed");

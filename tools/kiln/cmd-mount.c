@@ -35,6 +35,7 @@ struct mount_opts {
 	bool user_fsname;		/* -o fsname= given */
 	char fuse_o[4096];		/* -o list handed to libfuse */
 	struct cli_verity verity;	/* --verity ... */
+	struct cli_devices devs;	/* --device, in table order */
 };
 
 static const struct cli_option mount_options[] = {
@@ -43,6 +44,7 @@ static const struct cli_option mount_options[] = {
 	{ "single-thread", 's', NULL, "handle requests in one thread" },
 	{ "options", 'o', "OPT[,OPT...]", "mount options, see below" },
 	CLI_VERITY_OPTIONS,
+	CLI_DEVICE_OPTION,
 };
 
 static const struct cli_spec mount_spec = {
@@ -233,8 +235,14 @@ static int parse_args(struct mount_opts *o, int argc, char **argv)
 			if (cli_verity_option(&mount_spec, &o->verity, c, arg))
 				return -1;
 			break;
+		case CLI_OPT_DEVICE:
+			if (cli_add_device(&mount_spec, &o->devs, arg))
+				return -1;
+			break;
 		case CLI_OPT_HELP:
 			mount_o_help();
+			return 1;
+		case CLI_OPT_VERSION:
 			return 1;
 		default:
 			return -1;
@@ -295,6 +303,8 @@ static int open_image(struct mount_opts *o, struct kiln_fuse_fs *fs)
 		.log = kiln_fuse_lib_log,
 		.log_ctx = fs,
 		.cache = o->cache,
+		.devices = o->devs.paths,
+		.nr_devices = o->devs.count,
 	};
 	struct kiln_image *img;
 	int fd = open(o->image, O_RDONLY | O_CLOEXEC), err;

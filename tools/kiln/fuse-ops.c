@@ -928,22 +928,40 @@ static void kf_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	if (kiln_fuse_xattr_is_trusted(name) &&
+	    !kiln_fuse_caller_may_see_trusted(req)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
 	reply_xattr(req, "getxattr", nid,
 		    kiln_getxattr(fs->img, nid, name, buf, size), buf, size);
 }
 
+/*
+ * The whole list is read even for a size query, since the length the
+ * caller sees depends on which trusted.* names it may see.
+ */
 static void kf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct kiln_fuse_fs *fs = req_fs(req);
 	kiln_nid_t nid = ino_to_nid(fs, ino);
-	char *buf = size ? thread_buf(fs, size) : NULL;
+	ssize_t n = kiln_listxattr(fs->img, nid, NULL, 0);
+	char *buf = n > 0 ? thread_buf(fs, (size_t)n) : NULL;
 
-	if (size && !buf) {
+	if (n > 0 && !buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	reply_xattr(req, "listxattr", nid,
-		    kiln_listxattr(fs->img, nid, buf, size), buf, size);
+	if (n > 0)
+		n = kiln_listxattr(fs->img, nid, buf, (size_t)n);
+	if (n > 0 && memmem(buf, (size_t)n, "trusted.", 8) &&
+	    !kiln_fuse_caller_may_see_trusted(req))
+		n = (ssize_t)kiln_fuse_xattr_hide_trusted(buf, (size_t)n);
+	if (n >= 0 && size && (size_t)n > size) {
+		fuse_reply_err(req, ERANGE);
+		return;
+	}
+	reply_xattr(req, "listxattr", nid, n, buf, size);
 }
 
 /*

@@ -86,4 +86,13 @@ void kiln_fuse_log(struct kiln_fuse_fs *fs, int priority, const char *fmt, ...)
 /* The request handlers; userdata is the struct kiln_fuse_fs. */
 extern const struct fuse_lowlevel_ops kiln_fuse_ops;
 
+/*
+ * trusted.* names, hidden as the kernel hides them (fuse-xattr.c): only a
+ * caller with CAP_SYS_ADMIN lists or reads them; others get ENODATA.
+ */
+bool kiln_fuse_xattr_is_trusted(const char *name);
+bool kiln_fuse_caller_may_see_trusted(fuse_req_t req);
+/* Drop trusted.* names from the NUL-separated @list; the new length. */
+size_t kiln_fuse_xattr_hide_trusted(char *list, size_t len);
+
 #endif

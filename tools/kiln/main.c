@@ -20,9 +20,25 @@ static const struct kiln_cmd commands[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: kiln COMMAND [OPTIONS] ...\n\ncommands:\n");
+	fprintf(f, "usage: kiln COMMAND [OPTIONS] ...\n"
+		"Build EROFS images from directory trees or tar streams, and "
+		"read, check,\nextract and mount them.\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\noptions:\n  %-26s %s\n  %-26s %s\n", "-h, --help",
+		"show this help", "-V, --version", "show kiln's version");
+	fprintf(f, "\nenvironment:\n"
+		"  %-26s %s\n  %-26s %s\n  %-26s %s\n",
+		"KILN_DEBUG=1", "also print debug lines, such as where in the "
+		"reader a corruption was found",
+		"SOURCE_DATE_EPOCH=SECONDS", "kiln build: the build time; "
+		"newer mtimes are clamped to it",
+		"COLUMNS=N", "width of kiln build's progress line where the "
+		"terminal does not tell");
+	fprintf(f, "\nexit status:\n"
+		"  0 success; 1 failure (kiln fsck: a corrupt image); 2 usage "
+		"error (kiln fsck:\n  also a file that is no EROFS image); "
+		"130 interrupted by SIGINT or SIGTERM.\n");
 	fprintf(f, "\n'kiln COMMAND --help' describes a command.\n");
 }
 
@@ -36,8 +52,8 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (!strcmp(argv[1], "--version")) {
-		printf("kiln %s\n", kiln_version());
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		cli_version();
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)

@@ -5,6 +5,7 @@
  */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -142,13 +143,22 @@ size_t cli_build_summary(char *buf, size_t cap,
 	return len;
 }
 
-/* Columns the line may use: the terminal's width less one (no wrap). */
+/*
+ * Columns the line may use: the terminal's width less one (no wrap), from
+ * TIOCGWINSZ, else $COLUMNS, else 80. Asked at every redraw, so a resized
+ * window takes effect at once.
+ */
 static size_t line_width(FILE *out)
 {
+	const char *env = getenv("COLUMNS");
 	struct winsize ws;
+	long cols;
 
 	if (ioctl(fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1)
 		return (size_t)ws.ws_col - 1;
+	cols = env ? strtol(env, NULL, 10) : 0;
+	if (cols > 1 && cols < 10000)
+		return (size_t)cols - 1;
 	return 79;
 }
 
@@ -157,6 +167,7 @@ void cli_progress_init(struct cli_progress *cp, FILE *out)
 	cp->out = out;
 	cp->enabled = isatty(fileno(out)) == 1;
 	cp->drawn = 0;
+	cp->line_open = false;
 	pthread_mutex_init(&cp->lock, NULL);
 }
 
@@ -187,6 +198,7 @@ void cli_progress_show(void *ctx, const struct kiln_build_progress *p)
 		fprintf(cp->out, "\r%.*s", (int)len, line);
 	fflush(cp->out);
 	cp->drawn = len;
+	cp->line_open = len != 0;
 	pthread_mutex_unlock(&cp->lock);
 }
 
@@ -199,6 +211,7 @@ void cli_progress_clear(struct cli_progress *cp)
 		fprintf(cp->out, "\r%*s\r", (int)cp->drawn, "");
 		fflush(cp->out);
 		cp->drawn = 0;
+		cp->line_open = false;
 	}
 	pthread_mutex_unlock(&cp->lock);
 }

@@ -22,6 +22,7 @@ struct cli_progress {
 	FILE *out;
 	bool enabled;		/* @out is a terminal: draw; otherwise silent */
 	size_t drawn;		/* columns of the line now on screen */
+	volatile bool line_open;	/* drawn != 0, for a signal handler */
 	pthread_mutex_t lock;	/* show and clear may come from two threads */
 };
 

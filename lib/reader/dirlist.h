@@ -3,8 +3,8 @@
  * All entries of one directory, copied out of the reader, so a walk can
  * look names up, stat and descend while it goes through them.
  */
-#ifndef KILN_CHECK_DIRLIST_H
-#define KILN_CHECK_DIRLIST_H
+#ifndef KILN_READER_DIRLIST_H
+#define KILN_READER_DIRLIST_H
 
 #include <stddef.h>
 #include <stdint.h>

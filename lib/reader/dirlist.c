@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dirlist.h"
+#include "reader/dirlist.h"
+#include "util/grow.h"
 
 void kiln_dirlist_init(struct kiln_dirlist *dl)
 {
@@ -18,38 +19,17 @@ void kiln_dirlist_release(struct kiln_dirlist *dl)
 	kiln_dirlist_init(dl);
 }
 
-static int reserve(void **buf, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap = *cap ? *cap : 64;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need) {
-		if (ncap > SIZE_MAX / 2 / elem)
-			return -ENOMEM;
-		ncap *= 2;
-	}
-	p = realloc(*buf, ncap * elem);
-	if (!p)
-		return -ENOMEM;
-	*buf = p;
-	*cap = ncap;
-	return 0;
-}
-
 static int add_entry(void *ctx, const struct kiln_dirent *de)
 {
 	struct kiln_dirlist *dl = ctx;
 	struct kiln_dirlist_ent *e;
 	int err;
 
-	err = reserve((void **)&dl->ents, &dl->cap, dl->nr + 1,
-		      sizeof(*dl->ents));
+	err = KILN_GROW(dl->ents, dl->cap, dl->nr + 1);
 	if (err)
 		return err;
-	err = reserve((void **)&dl->names, &dl->names_cap,
-		      dl->names_len + de->name_len + 1, 1);
+	err = KILN_GROW(dl->names, dl->names_cap,
+			dl->names_len + de->name_len + 1);
 	if (err)
 		return err;
 	e = &dl->ents[dl->nr++];

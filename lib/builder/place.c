@@ -18,6 +18,7 @@
 #include "builder/zfile.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/grow.h"
 #include "util/endian.h"
 
 #define KILN_GAPS_MAX 256		/* free holes remembered for reuse */
@@ -33,6 +34,27 @@ struct placer {
 	struct gap gaps[KILN_GAPS_MAX];
 	size_t nr_gaps;
 };
+
+/* Bytes per chunk table entry: 8-byte indexes name a device. */
+static unsigned int chunk_unit(const struct kiln_node *n)
+{
+	return (n->chunk_format & EROFS_CHUNK_FORMAT_INDEXES) ?
+	       sizeof(struct erofs_inode_chunk_index) : 4u;
+}
+
+/* Entry @i of @n's chunk table (EROFS_NULL_ADDR32: a hole). */
+static void encode_chunk(const struct kiln_node *n, uint64_t i, uint8_t *dst)
+{
+	uint32_t blk = n->chunks[i];
+
+	if (!(n->chunk_format & EROFS_CHUNK_FORMAT_INDEXES)) {
+		kiln_put_le32(dst, blk);
+		return;
+	}
+	kiln_put_le16(dst, 0);		/* startblk_hi: 32-bit blocks */
+	kiln_put_le16(dst + 2, blk == EROFS_NULL_ADDR32 ? 0 : n->chunk_device);
+	kiln_put_le32(dst + 4, blk);
+}
 
 static unsigned int meta_hdr_size(const struct kiln_node *n)
 {
@@ -62,7 +84,8 @@ static uint64_t footprint_at(const struct placer *p, const struct kiln_node *n,
 			return 0;
 		return end + n->tail_len - pos;
 	case EROFS_INODE_CHUNK_BASED:
-		return kiln_round_up(end, 4) + 4 * n->nr_chunks - pos;
+		return kiln_round_up(end, chunk_unit(n)) +
+		       chunk_unit(n) * n->nr_chunks - pos;
 	default:
 		return end - pos;
 	}
@@ -218,12 +241,12 @@ static int place_nodes(struct kiln_build *b, struct kiln_node **v, size_t nr,
 	return 0;
 }
 
-bool kiln_layout_metabox(const struct kiln_build *b)
+bool kiln_place_in_metabox(const struct kiln_build *b)
 {
 	return b->zctx && (b->opts.compress_flags & KILN_COMPRESS_METABOX);
 }
 
-int kiln_layout_assign_nids(struct kiln_build *b)
+int kiln_place_assign_nids(struct kiln_build *b)
 {
 	kiln_blk_t data_end = kiln_out_next_blk(b->out);
 	uint64_t base;
@@ -231,11 +254,11 @@ int kiln_layout_assign_nids(struct kiln_build *b)
 
 	for (size_t i = 0; i < b->nr_nodes; i++)
 		b->nodes[i]->ino = (uint32_t)(i + 1);
-	if (kiln_layout_metabox(b)) {
+	if (kiln_place_in_metabox(b)) {
 		/*
 		 * Everything but the packed inode goes into the metabox; the
 		 * packed inode and the metabox inode itself are placed after
-		 * the metabox's data, by kiln_layout_write_meta().
+		 * the metabox's data, by kiln_place_write_meta().
 		 */
 		b->meta_start = 0;
 		err = place_nodes(b, b->nodes, b->nr_nodes, b->packed, 0, 0,
@@ -319,14 +342,11 @@ static uint8_t *win_get(struct metawin *w, uint64_t off, size_t len,
 		need = off + len - w->base;
 	}
 	if (need > w->cap) {
-		size_t cap = KILN_MAX(w->cap * 2, (size_t)need);
-		uint8_t *buf = realloc(w->buf, cap);
+		size_t old = w->cap;
 
-		if (!buf)
+		if (KILN_GROW(w->buf, w->cap, (size_t)need))
 			return NULL;
-		memset(buf + w->cap, 0, cap - w->cap);
-		w->buf = buf;
-		w->cap = cap;
+		memset(w->buf + old, 0, w->cap - old);
 	}
 	w->hi = KILN_MAX(w->hi, off + len);
 	return w->buf + (off - w->base);
@@ -385,7 +405,8 @@ static int write_inode(struct kiln_build *b, struct kiln_node *n,
 	} else if (n->datalayout == EROFS_INODE_FLAT_INLINE) {
 		len = core + n->xattr_size + n->tail_len;
 	} else if (n->datalayout == EROFS_INODE_CHUNK_BASED) {
-		len = kiln_round_up(meta_end, 4) - n->inode_off + 4 * n->nr_chunks;
+		len = kiln_round_up(meta_end, chunk_unit(n)) - n->inode_off +
+		      chunk_unit(n) * n->nr_chunks;
 	} else {
 		len = core + n->xattr_size;
 	}
@@ -405,10 +426,11 @@ static int write_inode(struct kiln_build *b, struct kiln_node *n,
 	if (n->datalayout == EROFS_INODE_FLAT_INLINE) {
 		memcpy(p, kiln_data_tail(b, n), n->tail_len);
 	} else if (n->datalayout == EROFS_INODE_CHUNK_BASED) {
-		uint8_t *t = p + (kiln_round_up(meta_end, 4) - meta_end);
+		uint8_t *t = p + (kiln_round_up(meta_end, chunk_unit(n)) -
+				  meta_end);
 
 		for (uint64_t i = 0; i < n->nr_chunks; i++)
-			kiln_put_le32(t + 4 * i, n->chunks[i]);
+			encode_chunk(n, i, t + chunk_unit(n) * i);
 	}
 	return 0;
 }
@@ -492,19 +514,19 @@ static int write_metabox(struct kiln_build *b, uint64_t *end)
 	return err;
 }
 
-int kiln_layout_write_meta(struct kiln_build *b)
+int kiln_place_write_meta(struct kiln_build *b)
 {
 	uint64_t end;
 	int err;
 
-	if (kiln_layout_metabox(b))
+	if (kiln_place_in_metabox(b))
 		err = write_metabox(b, &end);
 	else
 		err = write_nodes(b, b->nodes, b->nr_nodes, NULL,
 				  b->meta_start, b->meta_end, NULL);
 	if (err)
 		return err;
-	if (!kiln_layout_metabox(b))
+	if (!kiln_place_in_metabox(b))
 		end = b->meta_end;
 	/* the shared xattr area starts at the next block */
 	end = kiln_round_up(end, b->blksz);

@@ -17,8 +17,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "util/jobs.h"
 #include "util/threadpool.h"
-#include "jobs.h"
 
 enum slot_state {
 	SLOT_FREE = 0,
