@@ -99,6 +99,13 @@ static int build_setup(struct kiln_build *b, const char *source,
 			 (int)b->opts.packed_order);
 		return -EINVAL;
 	}
+	if ((b->opts.flags & KILN_BUILD_VERITY) &&
+	    b->opts.source_kind == KILN_SOURCE_TAR_INDEX) {
+		kiln_log(&b->lg, KILN_LOG_ERROR,
+			 "%s: --verity hashes the image's own blocks, and a tar index keeps the file data in the tar: build the image with the data instead",
+			 source);
+		return -EINVAL;
+	}
 	if (b->opts.verity_salt_len > KILN_VERITY_SALT_MAX) {
 		kiln_log(&b->lg, KILN_LOG_ERROR,
 			 "verity salt of %zu bytes: at most %d",

@@ -281,8 +281,9 @@ KILN_API ssize_t kiln_file_pread(struct kiln_file *file, void *buf,
 		} else {
 			src = kiln_dev_get(file->img, r.dev, r.phys,
 					   (size_t)r.len);
-			if (!src && !r.dev &&
-			    kiln_verity_failed(file->img, r.phys, r.len))
+			/* a verity failure (or refusal) was logged already */
+			if (!src && (r.dev ? file->img->verity != NULL :
+				     kiln_verity_failed(file->img, r.phys, r.len)))
 				return -KILN_ECORRUPT;
 			if (!src)
 				return KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%llu) unreadable",
@@ -312,7 +313,8 @@ int kiln_file_direct(struct kiln_file *file, uint64_t off, size_t len,
 		return err;
 	if (!r.hole && r.len >= len) {
 		*ptr = kiln_dev_get(file->img, r.dev, r.phys, len);
-		if (!*ptr && !r.dev && kiln_verity_failed(file->img, r.phys, len))
+		if (!*ptr && (r.dev ? file->img->verity != NULL :
+			      kiln_verity_failed(file->img, r.phys, len)))
 			return -KILN_ECORRUPT;
 		if (!*ptr)
 			return KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%zu) unreadable",

@@ -312,8 +312,6 @@ const void *kiln_dev_get(const struct kiln_image *img, uint16_t dev,
 
 	if (!dev)
 		return kiln_databuf_get(img, off, len);
-	if (dev > img->sb.extra_devices)
-		return NULL;
 	/* a dm-verity tree covers the image's own blocks, not a device's */
 	if (img->verity) {
 		kiln_log(&img->logger, KILN_LOG_ERROR,
@@ -321,6 +319,8 @@ const void *kiln_dev_get(const struct kiln_image *img, uint16_t dev,
 			 dev);
 		return NULL;
 	}
+	if (dev > img->sb.extra_devices)
+		return NULL;
 	d = &img->devs[dev - 1];
 	if (!d->present || !kiln_range_ok(off, len, d->size))
 		return NULL;

@@ -248,6 +248,12 @@ def test_wrong_root_hash_or_salt_is_refused(kiln, tree, tmp_path):
     r = kiln.fails("build", "--verity", "--verity-salt", "abc", tree,
                    tmp_path / "x.img")
     assert r.rc == 2, r.describe()
+    tar = tmp_path / "t.tar"
+    subprocess.run(["tar", "-cf", tar, "-C", tree, "."], check=True)
+    r = kiln.fails("build", "--verity", "--tar-index", tar,
+                   tmp_path / "x.img")
+    assert "tar index keeps the file data in the tar" in r.err, r.describe()
+    assert not (tmp_path / "x.img").exists()
 
 
 def test_tree_is_reproducible_at_any_thread_count(kiln, tree, tmp_path):
@@ -388,3 +394,25 @@ def test_tree_without_superblock_from_veritysetup(kiln, tree, tmp_path):
     assert "no verity superblock" in r.err, r.describe()
     r = kiln.fails("fsck", "--verity", root, "--verity-salt", "00", img)
     assert "root hash" in r.err, r.describe()
+
+
+def test_data_on_an_extra_device_is_not_served_unchecked(kiln, tree,
+                                                         tmp_path):
+    """A tar index's data lies in the tar, outside any tree over the
+    image: with verity, reading it is refused, not served unchecked."""
+    need_veritysetup()
+    tar, img = tmp_path / "t.tar", tmp_path / "i.img"
+    subprocess.run(["tar", "-cf", tar, "-C", tree, "."], check=True)
+    r = kiln.run("build", "--tar-index", tar, img, env=SDE)
+    assert r.rc == 0, r.describe()
+    kiln.ok("fsck", "--device", tar, img)
+    off = img.stat().st_size
+    r = veritysetup("format", img, img, "--no-superblock", "--salt=00",
+                    f"--hash-offset={off}", "--data-block-size=512",
+                    "--hash-block-size=512")
+    assert r.returncode == 0, r.stderr
+    root = re.search(r"Root hash:\s+([0-9a-f]{64})", r.stdout).group(1)
+    r = kiln.fails("fsck", "-v", "--device", tar, "--verity", root,
+                   "--verity-salt", "00", img)
+    assert "not covered by the image's dm-verity tree" in r.err, r.describe()
+    assert "/victim.txt" in r.err, r.describe()
