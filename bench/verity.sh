@@ -7,7 +7,7 @@
 #          without --verity (the same image, the tree after it ignored).
 # Corpus: /usr/share/doc; with --linux also bench/out/corpus/linux-source-*
 # when bench/prepare-corpus.sh unpacked it (slow).
-# Usage: bench/verity.sh [--runs N] [--linux] [--corpus DIR]...
+# Usage: bench/verity.sh [--runs N] [--quick] [--linux] [--corpus DIR]...
 # Each row: median wall seconds and CPU seconds (user + system: of the
 # build, or of the kiln mount serving the tar). Results:
 # bench/out/verity-<time>.txt.
@@ -21,8 +21,9 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--runs) RUNS=$2; shift ;;
 	--linux) LINUX=1 ;;
+	--quick) RUNS=1 ;;
 	--corpus) CORPORA+=("$2"); shift ;;
-	*) echo "usage: $0 [--runs N] [--linux] [--corpus DIR]..." >&2; exit 2 ;;
+	*) echo "usage: $0 [--runs N] [--quick] [--linux] [--corpus DIR]..." >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -56,8 +57,8 @@ median2() {
 # runs (outputs removed first). On a shared machine CPU time is the one
 # to trust.
 median_of() {
-	local i TIMEFORMAT="%R %U %S"
-	for i in $(seq "$RUNS"); do
+	local TIMEFORMAT="%R %U %S"
+	for _ in $(seq "$RUNS"); do
 		rm -f "$WORK/img"
 		# bash's time: wall, user and system of the command and its children
 		if ! { time "$@" >/dev/null 2>&1; } 2> "$WORK/time"; then
@@ -80,9 +81,9 @@ mkfs_then_format() {
 # tar of the whole mount of $WORK/v.img, cold: median wall seconds of
 # the tar, and CPU seconds of the kiln mount serving it.
 read_mount() {
-	local i pid wall t tck
+	local pid wall t tck
 	tck=$(getconf CLK_TCK)
-	for i in $(seq "$RUNS"); do
+	for _ in $(seq "$RUNS"); do
 		"$KILN" mount -f "$@" "$WORK/v.img" "$MNT" 2>>"$WORK/mount.err" &
 		pid=$!
 		for t in $(seq 100); do
@@ -114,7 +115,7 @@ for src in "${CORPORA[@]}"; do
 	echo "                                       wall s   cpu s    ratio wall cpu"
 	printf "build  kiln -z zstd:3 -j2            %15s\n" "$plain"
 	printf "build  kiln -z zstd:3 -j2 --verity   %15s   %s\n" "$ver" "$(ratios "$ver" "$plain")"
-	stage=$(for i in $(seq "$RUNS"); do
+	stage=$(for _ in $(seq "$RUNS"); do
 		"$KILN" build -v -z zstd:3 -j2 --verity "$src" "$WORK/img" 2>&1 >/dev/null |
 			awk '/dm-verity: .* blocks hashed/ { print $(NF - 1) }'
 	done | sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "nan" }')
