@@ -158,6 +158,7 @@ def test_veritysetup_verifies_the_tree(kiln, tree, tmp_path, opts,
 
 
 @OPTS
+@pytest.mark.dm
 def test_the_kernel_reads_the_verity_device(kiln, tree, tmp_path, dm, opts):
     img = tmp_path / "v.img"
     v = build(kiln, tree, img, *opts)
@@ -165,6 +166,7 @@ def test_the_kernel_reads_the_verity_device(kiln, tree, tmp_path, dm, opts):
         tree_compare(tree, mnt)
 
 
+@pytest.mark.dm
 def test_flipped_byte_fails_the_kernel_read_of_that_file(kiln, tree,
                                                          tmp_path, dm):
     img = tmp_path / "v.img"
