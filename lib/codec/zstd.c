@@ -190,8 +190,10 @@ static int zstd_fill_pass(ZSTD_CCtx *cctx, int level, ZSTD_outBuffer out,
 /*
  * Whether a stream of @fit bytes (after the gap for the content size)
  * ends close enough to the end of a unit (a block of the image) that
- * filling on would save little: full by kiln_destsize_full(), or with at
- * most a quarter of its last unit empty.
+ * filling on would save little: in the last eighth of the cap's units,
+ * with at most a quarter of its last unit empty, and at most 1/128 of
+ * what it uses (a small pcluster gains more from a second pass: its
+ * prefix then goes in as one block).
  */
 static bool fill_tight(size_t fit, size_t cap,
 		       const struct kiln_destsize_hint *h)
@@ -200,7 +202,8 @@ static bool fill_tight(size_t fit, size_t cap,
 	size_t unit = h && h->unit && h->unit < cap ? h->unit : cap;
 	size_t used = (len + unit - 1) / unit * unit;
 
-	return kiln_destsize_full(len, cap, h) || used - len <= unit / 4;
+	return used >= cap - cap / 8 &&
+	       used - len <= KILN_MIN(unit / 4, KILN_MAX((size_t)16, used >> 7));
 }
 
 static ssize_t zstd_compress_fill(void *ws, int level, void *dst,
