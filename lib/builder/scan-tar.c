@@ -23,13 +23,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "builder/compress/compress.h"
 #include "builder/internal.h"
 #include "builder/jobs.h"
 #include "builder/output.h"
 #include "builder/tar-acl.h"
 #include "builder/tar-data.h"
 #include "builder/tar-index.h"
-#include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 #include "util/fileio.h"
@@ -44,7 +44,7 @@
  * every -j makes the same choice (and the same bytes).
  */
 #define TAR_ITEM_MAX	KILN_ZSEG_SIZE
-/* Compressor output buffer each running item holds (zpack.c). */
+/* Compressor output buffer each running item holds (compress/pcluster.c). */
 #define TAR_ITEM_SCRATCH (1ull << 20)
 /* Bytes per copy of a big member's rest into a temporary file. */
 #define TAR_SPILL_CHUNK	(1u << 20)
@@ -841,7 +841,7 @@ static int big_store_raw(struct tar *t, struct tar_big *g,
 	struct kiln_zfile *flat = NULL;
 	int err = 0;
 
-	if (!zc->dd)
+	if (!kiln_zctx_dedupe(zc))
 		return kiln_data_write_stream_raw(b, n, g->label, big_read, g,
 						  g->ext, g->nr, NULL);
 	if (flat_may_match(t, n->size)) {

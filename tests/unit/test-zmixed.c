@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests for the raw/compressed choice in lib/builder/zpack.c and zseg.c:
+ * Tests for the raw/compressed choice in lib/builder/compress/pcluster.c and compress/segment.c:
  * files mixing incompressible and compressible runs get raw pclusters for
  * the first and compressed ones for the second, in any order, in both
  * layouts; a file is handed back to be stored uncompressed only when all
@@ -12,7 +12,7 @@
 
 #include <kiln/builder.h>
 
-#include "builder/zinternal.h"
+#include "builder/compress/internal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 #include "tap.h"

@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "builder/zdedupe.h"
-#include "builder/zfrag.h"
-#include "builder/zinternal.h"
+#include "builder/compress/dedupe.h"
+#include "builder/compress/frag.h"
+#include "builder/compress/internal.h"
 #include "format/erofs_fs.h"
 #include "format/kernel.h"
 #include "util/checked.h"
@@ -395,6 +395,12 @@ bool kiln_zctx_48bit(const struct kiln_zctx *zc)
 bool kiln_zctx_dedupe(const struct kiln_zctx *zc)
 {
 	return zc && zc->dd;
+}
+
+bool kiln_zctx_fragment_whole(const struct kiln_zctx *zc, uint64_t size)
+{
+	return zc && zc->frag && (zc->flags & KILN_COMPRESS_FRAGMENTS) &&
+	       size <= zc->pcluster_size;
 }
 
 void kiln_zctx_features(const struct kiln_zctx *zc, uint32_t *incompat,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The plan of shifted-copy dedupe (zshift.h): content-defined chunks of
+ * The plan of shifted-copy dedupe (compress.h): content-defined chunks of
  * every big compressed file, counted over the distinct file contents, and
  * the cuts that make each shared chunk start and end an extent (a pcluster
  * in the classic layout).
@@ -14,10 +14,9 @@
 
 #include <xxhash.h>
 
+#include "builder/compress/compress.h"
 #include "builder/internal.h"
 #include "builder/jobs.h"
-#include "builder/zfile.h"
-#include "builder/zshift.h"
 #include "util/checked.h"
 #include "util/fileio.h"
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builder/compress/internal.h"
 #include "builder/output.h"
-#include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 
@@ -584,7 +584,7 @@ static int classic_skip(struct zpack *z, uint64_t *pos, uint64_t lim)
 	}
 }
 
-int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
+int kiln_pcluster_classic(struct kiln_zctx *zc, struct kiln_out *out,
 		       kiln_src_read_fn read, void *read_ctx,
 		       struct kiln_zfile *zf, const struct kiln_zcuts *cuts)
 {
@@ -945,7 +945,7 @@ static int extent_skip(struct zpack *z, uint64_t *pos, uint64_t lim)
 	}
 }
 
-int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
+int kiln_pcluster_extents(struct kiln_zctx *zc, struct kiln_out *out,
 		       kiln_src_read_fn read, void *read_ctx,
 		       struct kiln_zfile *zf, const struct kiln_zcuts *cuts)
 {

@@ -12,8 +12,8 @@
 
 #include <xxhash.h>
 
+#include "builder/compress/dedupe.h"
 #include "builder/output.h"
-#include "builder/zdedupe.h"
 
 /* fmt of an entry that is uncompressed file data, not a pcluster */
 #define ZDD_FLAT	0xFFu

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * A compressed regular file as the builder sees it (zfile.h): write its
+ * A compressed regular file as the builder sees it (compress.h): write its
  * pclusters, then describe it (layout, blocks, map) to the inode writer.
  */
 #include <errno.h>
@@ -9,9 +9,9 @@
 
 #include <xxhash.h>
 
+#include "builder/compress/dedupe.h"
+#include "builder/compress/internal.h"
 #include "builder/output.h"
-#include "builder/zdedupe.h"
-#include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 
@@ -205,7 +205,7 @@ void kiln_zfile_hash_held(struct kiln_zfile *zf)
  * block offset is the image's: the commit buffer starts on a block). Only
  * DEFLATE cares: its first non-zero byte must stay in the pcluster's
  * first block, and at least DEFLATE_LAST_PAGE_MIN stream bytes must land
- * on its last one (zpack.c).
+ * on its last one (pcluster.c).
  */
 static uint32_t place_gap(const struct kiln_zfile *zf,
 			  const struct kiln_zext *e, const uint8_t *pc,
@@ -219,7 +219,7 @@ static uint32_t place_gap(const struct kiln_zfile *zf,
 	while (lead < e->plen && !pc[lead])
 		lead++;
 	/*
-	 * lead is at most 2 (the shift zpack.c put there): at most 2 bytes
+	 * lead is at most 2 (the shift pcluster.c put there): at most 2 bytes
 	 * reach the next block, 2 more fix the end.
 	 */
 	for (uint32_t g = 0; g <= 4; g++) {
@@ -519,10 +519,10 @@ static int zfile_write(struct kiln_zctx *zc, struct kiln_out *out,
 	 */
 	pack_out = zc->dd && (!out || size <= STREAM_DEDUPE_MAX) ? NULL : out;
 	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS)
-		err = kiln_zpack_extents(zc, pack_out, read, read_ctx, zf,
+		err = kiln_pcluster_extents(zc, pack_out, read, read_ctx, zf,
 					 cuts);
 	else
-		err = kiln_zpack_classic(zc, pack_out, read, read_ctx, zf,
+		err = kiln_pcluster_classic(zc, pack_out, read, read_ctx, zf,
 					 cuts);
 	kiln_zindex_choose(zf);
 	if (!err && !pack_out && zc->dd)
