@@ -520,10 +520,10 @@ static int zfile_write(struct kiln_zctx *zc, struct kiln_out *out,
 	pack_out = zc->dd && (!out || size <= STREAM_DEDUPE_MAX) ? NULL : out;
 	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS)
 		err = kiln_pcluster_extents(zc, pack_out, read, read_ctx, zf,
-					 cuts);
+					    cuts);
 	else
 		err = kiln_pcluster_classic(zc, pack_out, read, read_ctx, zf,
-					 cuts);
+					    cuts);
 	kiln_zindex_choose(zf);
 	if (!err && !pack_out && zc->dd)
 		kiln_zfile_hash_held(zf);

@@ -223,11 +223,11 @@ int kiln_ztail_place(struct kiln_zfile *zf, bool may_split, bool *placed);
  * extents (pclusters) at @cuts (file offsets; NULL: none, compress.h).
  */
 int kiln_pcluster_classic(struct kiln_zctx *zc, struct kiln_out *out,
-		       kiln_src_read_fn read, void *read_ctx,
-		       struct kiln_zfile *zf, const struct kiln_zcuts *cuts);
+			  kiln_src_read_fn read, void *read_ctx,
+			  struct kiln_zfile *zf, const struct kiln_zcuts *cuts);
 int kiln_pcluster_extents(struct kiln_zctx *zc, struct kiln_out *out,
-		       kiln_src_read_fn read, void *read_ctx,
-		       struct kiln_zfile *zf, const struct kiln_zcuts *cuts);
+			  kiln_src_read_fn read, void *read_ctx,
+			  struct kiln_zfile *zf, const struct kiln_zcuts *cuts);
 
 /* index.c: the on-disk map */
 /*
