@@ -19,7 +19,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "builder/compress/compress.h"
 #include "builder/internal.h"
@@ -196,44 +195,16 @@ static int item_process(void *ctx, void *item, unsigned int worker)
 
 /* ---- uncompressed data and dedupe ---- */
 
-/* The slot of @len in @set (@cap slots), or the free one it would take. */
-static size_t flat_len_slot(const uint64_t *set, size_t cap, uint64_t len)
-{
-	size_t i = (size_t)XXH3_64bits(&len, sizeof(len)) & (cap - 1);
-
-	while (set[i] && set[i] != len)
-		i = (i + 1) & (cap - 1);
-	return i;
-}
-
 static bool flat_len_known(const struct tar *t, uint64_t len)
 {
-	return len && t->cap_flat_lens &&
-	       t->flat_lens[flat_len_slot(t->flat_lens, t->cap_flat_lens,
-					  len)] == len;
+	return len && kiln_u64map_get(&t->flat_lens, len);
 }
 
 static int flat_len_add(struct tar *t, uint64_t len)
 {
-	if (!len || flat_len_known(t, len))
-		return 0;
-	if ((t->nr_flat_lens + 1) * 2 > t->cap_flat_lens) {
-		size_t cap = t->cap_flat_lens ? 2 * t->cap_flat_lens : 64;
-		uint64_t *v = calloc(cap, sizeof(*v));
+	int r = len ? kiln_u64map_insert(&t->flat_lens, len, NULL) : 0;
 
-		if (!v)
-			return -ENOMEM;
-		for (size_t i = 0; i < t->cap_flat_lens; i++)
-			if (t->flat_lens[i])
-				v[flat_len_slot(v, cap, t->flat_lens[i])] =
-					t->flat_lens[i];
-		free(t->flat_lens);
-		t->flat_lens = v;
-		t->cap_flat_lens = cap;
-	}
-	t->flat_lens[flat_len_slot(t->flat_lens, t->cap_flat_lens, len)] = len;
-	t->nr_flat_lens++;
-	return 0;
+	return r < 0 ? r : 0;
 }
 
 /*
@@ -1145,6 +1116,7 @@ int kiln_tar_scan(struct kiln_build *b)
 	struct archive_entry *e;
 	int err;
 
+	kiln_u64map_init(&t.flat_lens);
 	t.src = strcmp(b->source, "-") ? b->source : "<stdin>";
 	t.whiteouts = kiln_whiteouts_mode(&b->opts);
 	t.strip_whiteouts = t.whiteouts == KILN_WHITEOUTS_STRIP;
@@ -1209,6 +1181,6 @@ int kiln_tar_scan(struct kiln_build *b)
 		archive_read_free(t.a);
 	kiln_tar_names_drop(&t);
 	free(t.path);
-	free(t.flat_lens);
+	kiln_u64map_release(&t.flat_lens);
 	return err;
 }

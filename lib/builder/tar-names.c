@@ -15,6 +15,7 @@
 #include "builder/tar-scan.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/grow.h"
 
 static size_t slot_hash(const struct kiln_node *dir, const char *name,
 			size_t len)
@@ -126,14 +127,8 @@ int kiln_tar_normalize(struct tar *t, const char *raw, size_t *depth)
 	const char *p = raw;
 
 	*depth = 0;
-	if (len + 1 > t->path_cap) {
-		char *v = realloc(t->path, len + 1);
-
-		if (!v)
-			return -ENOMEM;
-		t->path = v;
-		t->path_cap = len + 1;
-	}
+	if (KILN_GROW(t->path, t->path_cap, len + 1))
+		return -ENOMEM;
 	if (*p == '/' && !t->warned_absolute) {
 		kiln_log(&t->b->lg, KILN_LOG_WARN,
 			 "%s: removing leading '/' from member names", t->src);

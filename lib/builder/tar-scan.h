@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "builder/internal.h"
+#include "util/u64map.h"
 
 struct archive;
 struct archive_entry;
@@ -43,10 +44,9 @@ struct tar {
 	 * Lengths of the uncompressed data recorded for dedupe so far (and
 	 * whole blocks of it): a big member stored as it is hashes its data
 	 * before placing it only when an earlier copy of one of its lengths
-	 * may be in the image. A set: open addressing, 0 free, power of two.
+	 * may be in the image. A set: the values are unused.
 	 */
-	uint64_t *flat_lens;
-	size_t nr_flat_lens, cap_flat_lens;
+	struct kiln_u64map flat_lens;
 };
 
 /* "<archive>: <entry>: <reason>" (t->label names the entry); -@err. */

@@ -14,6 +14,7 @@
 #include "builder/output.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/grow.h"
 
 /* Largest file the writer holds in memory to dedupe its pclusters. */
 #define STREAM_DEDUPE_MAX	(64ull << 20)
@@ -433,14 +434,8 @@ int kiln_zfile_commit_bytes(struct kiln_zfile *zf, struct kiln_out *out,
 		bp->addr = (uint64_t)kiln_out_next_blk(out) << zf->blkszbits;
 		bp->started = true;
 	}
-	if (need > bp->cap) {
-		uint8_t *v = realloc(bp->buf, need);
-
-		if (!v)
-			return -ENOMEM;
-		bp->buf = v;
-		bp->cap = need;
-	}
+	if (KILN_GROW(bp->buf, bp->cap, need))
+		return -ENOMEM;
 	for (size_t i = 0; i < zf->nr_ext; i++) {
 		struct kiln_zext *e = &zf->ext[i];
 		struct kiln_zext at = *e;

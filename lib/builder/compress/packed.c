@@ -19,6 +19,7 @@
 #include "builder/output.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/grow.h"
 #include "util/threadpool.h"
 
 #define PACKED_COPY_SIZE	(1u << 20)
@@ -131,15 +132,8 @@ static int packed_commit(void *ctx, void *item)
 		pk->raw = it->raw;
 	if (pk->raw)
 		return 0;
-	if (pk->nr_parts == pk->cap_parts) {
-		size_t cap = pk->cap_parts ? 2 * pk->cap_parts : 16;
-		struct packed_part *v = realloc(pk->parts, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		pk->parts = v;
-		pk->cap_parts = cap;
-	}
+	if (KILN_GROW(pk->parts, pk->cap_parts, pk->nr_parts + 1))
+		return -ENOMEM;
 	pt = &pk->parts[pk->nr_parts];
 	pt->zf = it->zf;
 	pt->spool_off = 0;

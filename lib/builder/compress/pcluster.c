@@ -14,6 +14,7 @@
 #include "builder/output.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/grow.h"
 
 /*
  * Output is held back until a pcluster compresses: a file whose pclusters
@@ -128,15 +129,8 @@ struct zsink {
 
 static int zsink_reserve(struct zsink *s, size_t n, uint8_t **p, uint64_t *rel)
 {
-	if (s->len + n > s->cap) {
-		size_t cap = KILN_MAX(s->cap * 2, s->len + n);
-		uint8_t *nb = realloc(s->buf, cap);
-
-		if (!nb)
-			return -ENOMEM;
-		s->buf = nb;
-		s->cap = cap;
-	}
+	if (KILN_GROW(s->buf, s->cap, s->len + n))
+		return -ENOMEM;
 	*p = s->buf + s->len;
 	*rel = s->flushed + s->len;
 	s->len += n;
