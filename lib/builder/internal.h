@@ -141,7 +141,7 @@ struct kiln_build {
 	struct kiln_node *metabox;	/* metabox inode, in nodes, or NULL */
 	struct kiln_packer *packer;	/* packed inode being compressed */
 	struct kiln_threadpool *pool;	/* workers (pipeline.c), NULL: -j1 */
-	struct kiln_zshift *zshift;	/* extent cuts (compress/shifted.c), or NULL */
+	struct kiln_zshift *zshift;	/* extent cuts (shifted dedupe), or NULL */
 	uint8_t *tails;			/* inline tails of all files */
 	uint64_t tails_len;
 	size_t tails_cap;

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests for lib/builder/compress/dedupe.c: a hash match alone never shares data;
- * candidates are confirmed byte for byte, in the image or in the buffer
- * being committed, and must agree on stored length, decoded length and
- * format.
+ * Tests for lib/builder/compress/dedupe.c: a hash match alone never shares
+ * data; candidates are confirmed byte for byte, in the image or in the buffer
+ * being committed, and must agree on stored length, decoded length and format.
  */
 #include <stdio.h>
 #include <stdlib.h>

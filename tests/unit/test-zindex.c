@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests for lib/builder/compress/index.c: maps are encoded from hand-made extent
- * lists and read back with a small decoder written here from the format
+ * Tests for lib/builder/compress/index.c: maps are encoded from hand-made
+ * extent lists and read back with a small decoder written here from the format
  * notes (7.4-7.11), independent of the encoder.
  */
 #include <errno.h>

@@ -114,12 +114,12 @@ int kiln_zfile_compress(struct kiln_zctx *zc, kiln_src_read_fn read,
 			void *read_ctx, uint64_t size, struct kiln_zfile **zf);
 
 /*
- * Where extents must end (shifted dedupe, kiln_zshift_cuts()): file
- * offsets, sorted, strictly inside the file. The extents layout starts an extent at each
- * (its fixed-size extents then continue from there); the classic layout
- * ends the pcluster before each and fills the next ones from there, except
- * at a cut in the lcluster where that pcluster starts (an lcluster holds
- * one extent start).
+ * Where extents must end (shifted dedupe, kiln_zshift_cuts()): file offsets,
+ * sorted, strictly inside the file. The extents layout starts an extent at each
+ * (its fixed-size extents then continue from there); the classic layout ends
+ * the pcluster before each and fills the next ones from there, except at a cut
+ * in the lcluster where that pcluster starts (an lcluster holds one extent
+ * start).
  */
 struct kiln_zcuts {
 	const uint64_t *at;
@@ -244,14 +244,14 @@ int kiln_zfile_flat_new(struct kiln_zctx *zc, kiln_src_read_fn read,
 			void *read_ctx, uint64_t size, struct kiln_zfile **zf);
 
 /*
- * shifted.c: dedupe of data that recurs at other offsets
- * (--dedupe-shifted). Before the data pass, every big compressed file is
- * cut into content-defined chunks and each chunk is hashed; a chunk found
- * in two different files (or twice in one) is "shared". The data pass then
- * ends extents at both ends of every shared chunk, so each copy of it is
- * compressed from the same first byte into the same pclusters, whatever
- * its offset in its file, and pcluster dedupe stores them once. Files with nothing shared
- * are cut nowhere: they compress exactly as without the option.
+ * shifted.c: dedupe of data that recurs at other offsets (--dedupe-shifted).
+ * Before the data pass, every big compressed file is cut into content-defined
+ * chunks and each chunk is hashed; a chunk found in two different files (or
+ * twice in one) is "shared". The data pass then ends extents at both ends of
+ * every shared chunk, so each copy of it is compressed from the same first byte
+ * into the same pclusters, whatever its offset in its file, and pcluster dedupe
+ * stores them once. Files with nothing shared are cut nowhere: they compress
+ * exactly as without the option.
  *
  * Everything here depends on the file contents only (chunk boundaries
  * come from a rolling hash of the last 64 bytes; counts are merged in tree
