@@ -7,8 +7,8 @@ set -eu
 
 PKGS="build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
 libzstd-dev liblz4-dev libdeflate-dev liblzma-dev libfuse3-dev fuse3
-libarchive-dev libxxhash-dev libisal-dev libselinux1-dev python3
-python3-pytest attr acl selinux-utils libarchive-tools cpio
+libarchive-dev libxxhash-dev libisal-dev libselinux1-dev libssl-dev python3
+python3-pytest attr acl selinux-utils libarchive-tools cpio cryptsetup-bin
 erofs-utils squashfs-tools squashfuse fio zstd xz-utils bzip2 gzip
 util-linux kmod time bc
 man-db groff-base zsh shellcheck gnuplot-nox"

@@ -11,6 +11,7 @@
 
 #include <kiln/kiln.h>
 #include <kiln/codec.h>
+#include <kiln/verity.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,6 +41,7 @@ enum kiln_build_flags {
 	KILN_BUILD_NO_XATTRS	= 1u << 8,	/* drop all xattrs */
 	KILN_BUILD_NO_XATTR_FILTER = 1u << 9,	/* no name bloom filter */
 	KILN_BUILD_VERIFY	= 1u << 10,	/* re-read and compare before rename */
+	KILN_BUILD_VERITY	= 1u << 11,	/* append a dm-verity hash tree */
 };
 
 /* How compressed files are mapped (docs/format.md, "Compressed files"). */
@@ -274,6 +276,17 @@ struct kiln_build_opts {
 	 * file. ACL entries keep the ids they name.
 	 */
 	uint32_t uid_offset, gid_offset;
+	/*
+	 * With KILN_BUILD_VERITY: the salt of the dm-verity tree (at most
+	 * KILN_VERITY_SALT_MAX bytes; length 0 is no salt), or NULL for one
+	 * derived from the image's content (32 bytes, reproducible). The
+	 * tree (docs/verity.md) follows the image at a block-aligned offset:
+	 * veritysetup's superblock in one block, then the levels, SHA-256,
+	 * hash format version 1, data and hash blocks of the image's size.
+	 * A block device must hold the image and the tree.
+	 */
+	const uint8_t *verity_salt;
+	size_t verity_salt_len;
 };
 
 /*
@@ -299,6 +312,13 @@ struct kiln_build_stats {
 	const char *target_why;		/* "Zstandard", "the default": constant */
 	/* features the image uses that Linux logs as EXPERIMENTAL */
 	uint32_t experimental;		/* 1u << enum kiln_kfeature */
+	/*
+	 * KILN_BUILD_VERITY: the tree (root hash, salt, hash offset = the
+	 * image's bytes, data blocks = the image's blocks); else zeros.
+	 * image_bytes does not count the tree; total_bytes does.
+	 */
+	struct kiln_verity_info verity;
+	uint64_t total_bytes;
 };
 
 /*

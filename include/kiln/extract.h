@@ -65,6 +65,12 @@ struct kiln_extract_stats {
  * nodes need root and give warnings/errors otherwise. Times are set with
  * nanoseconds, directories' after their contents.
  *
+ * Nothing is written outside @dest_dir, whatever it holds or another
+ * process does to it meanwhile: below it no symlink is followed (a
+ * symlink where a directory or file goes is an error, replaced only with
+ * KILN_EXTRACT_FORCE). A regular file whose data could not all be written
+ * (a full disk) is removed again.
+ *
  * Returns 0 when everything was extracted, otherwise the first negative
  * errno met (after going on with the other files unless
  * KILN_EXTRACT_FAIL_FAST). @opts and @stats may be NULL. Modes are set

@@ -58,11 +58,17 @@ struct kiln_fsck_report {
 	uint64_t bytes_read;		/* file and symlink bytes actually read */
 	uint64_t problems;
 	double seconds;
+	/* an image opened with dm-verity: blocks checked (tree included), bad */
+	uint64_t verity_blocks;
+	uint64_t verity_bad_blocks;
 };
 
 /*
- * Check @img. @opts may be NULL (defaults, problems only counted); @report
- * may be NULL. Returns 0 for a sound image, -KILN_ECORRUPT when problems
+ * Check @img. When @img was opened with a dm-verity root hash, every data
+ * and tree block is checked against it too (after the walk, whose reads
+ * name the files on bad blocks), which proves the data as well. @opts
+ * may be NULL (defaults, problems only counted); @report may be NULL.
+ * Returns 0 for a sound image, -KILN_ECORRUPT when problems
  * were found (each passed to opts->problem), or another negative errno
  * (-ENOMEM, -EIO) when the check itself could not go on. Walks with an
  * explicit stack; memory grows with the number of inodes.

@@ -13,6 +13,7 @@
 #define KILN_IMAGE_H
 
 #include <kiln/kiln.h>
+#include <kiln/verity.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,6 +53,22 @@ struct kiln_image_opts {
 	const char *const *devices;
 	const int *device_fds;
 	unsigned int nr_devices;
+	/*
+	 * dm-verity (docs/verity.md): NULL, or the trusted root hash
+	 * (KILN_VERITY_DIGEST_SIZE bytes, copied at open). Then every block
+	 * is checked against the tree before the reader uses it; one that
+	 * fails reads as corrupt (-KILN_ECORRUPT, which kiln mount returns
+	 * as EIO) and the image's size is the tree's data blocks. The tree
+	 * is found through veritysetup's superblock at @verity_hash_offset
+	 * (0: right after the image's blocks, as kiln build writes it).
+	 * @verity_salt (NULL: the superblock's) overrides the superblock's
+	 * salt; with it, a tree without a superblock is read at the hash
+	 * offset over the blocks before it.
+	 */
+	const uint8_t *verity_root;
+	const uint8_t *verity_salt;
+	size_t verity_salt_len;
+	uint64_t verity_hash_offset;	/* bytes */
 };
 
 /*
@@ -65,6 +82,35 @@ KILN_API int kiln_image_open(struct kiln_image **out, const char *path,
 			     const struct kiln_image_opts *opts);
 KILN_API int kiln_image_open_fd(struct kiln_image **out, int fd,
 				const struct kiln_image_opts *opts);
+/*
+ * The dm-verity tree @img was opened with: 0 and @info filled (its
+ * root, salt, offset and sizes), or -ENOENT when it was opened without.
+ */
+KILN_API int kiln_image_verity_info(const struct kiln_image *img,
+				    struct kiln_verity_info *info);
+
+/* A block kiln_image_verity_check() found bad. */
+struct kiln_verity_bad {
+	uint64_t blk;		/* block of the image file */
+	int level;		/* -1: a data block; else its tree level */
+	unsigned int file_data;	/* 1: a read of some file's data failed on it */
+};
+
+typedef int (*kiln_verity_bad_fn)(void *ctx, const struct kiln_verity_bad *b);
+
+/*
+ * Check every tree block (top level first) and every data block of an
+ * image opened with verity, calling @fn (may be NULL) for each bad one:
+ * a data block is bad when its hash differs or a tree block above it is.
+ * Sets *@nr_bad (may be NULL). Returns 0 when all are good,
+ * -KILN_ECORRUPT when some are not, -ENOENT without verity, -ECANCELED
+ * when @fn returned non-zero, or another negative errno. Blocks already
+ * checked by reads are not hashed again.
+ */
+KILN_API int kiln_image_verity_check(struct kiln_image *img,
+				     kiln_verity_bad_fn fn, void *ctx,
+				     uint64_t *nr_bad);
+
 /* Release the image; NULL is a no-op. No kiln_file may still be open. */
 KILN_API void kiln_image_close(struct kiln_image *img);
 

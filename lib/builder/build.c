@@ -14,6 +14,7 @@
 #include "builder/output.h"
 #include "builder/selabel.h"
 #include "builder/tar-index.h"
+#include "builder/verity.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 #include "util/threadpool.h"
@@ -96,6 +97,19 @@ static int build_setup(struct kiln_build *b, const char *source,
 	    b->opts.packed_order != KILN_PACKED_ORDER_PATH) {
 		kiln_log(&b->lg, KILN_LOG_ERROR, "packed order %d unknown",
 			 (int)b->opts.packed_order);
+		return -EINVAL;
+	}
+	if ((b->opts.flags & KILN_BUILD_VERITY) &&
+	    b->opts.source_kind == KILN_SOURCE_TAR_INDEX) {
+		kiln_log(&b->lg, KILN_LOG_ERROR,
+			 "%s: --verity hashes the image's own blocks, and a tar index keeps the file data in the tar: build the image with the data instead",
+			 source);
+		return -EINVAL;
+	}
+	if (b->opts.verity_salt_len > KILN_VERITY_SALT_MAX) {
+		kiln_log(&b->lg, KILN_LOG_ERROR,
+			 "verity salt of %zu bytes: at most %d",
+			 b->opts.verity_salt_len, KILN_VERITY_SALT_MAX);
 		return -EINVAL;
 	}
 	b->shared_xattr_min = b->opts.shared_xattr_min ? b->opts.shared_xattr_min
@@ -240,11 +254,18 @@ KILN_API int kiln_build(const char *source, const char *image,
 	/* 6. with --verify: read the image back before it takes the name */
 	if (!err && (b->opts.flags & KILN_BUILD_VERIFY))
 		err = kiln_verify(b, b->image_blocks << b->blkszbits);
+	/* 7. with --verity: the hash tree, after the image */
+	b->stats.total_bytes = b->image_blocks << b->blkszbits;
+	if (!err && (b->opts.flags & KILN_BUILD_VERITY)) {
+		err = kiln_verity_write(b, b->image_blocks);
+		b->stats.total_bytes += b->stats.verity.hash_blocks <<
+					b->blkszbits;
+	}
 	if (!err) {
 		struct kiln_out *out = b->out;
 
 		b->out = NULL;
-		err = kiln_out_commit(out, b->image_blocks << b->blkszbits);
+		err = kiln_out_commit(out, b->stats.total_bytes);
 	}
 	if (!err) {
 		kiln_progress_out_reach(&b->progress,

@@ -17,6 +17,7 @@
 #include "format/kernel.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/fileio.h"
 #include "util/grow.h"
 
 #define KILN_IOBUF_SIZE (1u << 20)	/* bytes per read/write */
@@ -86,25 +87,16 @@ static bool tail_fits_inline(const struct kiln_build *b,
  */
 static int src_pread(struct src_file *src, void *buf, size_t len, uint64_t off)
 {
-	char *p = buf;
+	ssize_t n;
 
 	if (src->fd < 0)
 		return src->read(src->read_ctx, buf, len, off);
-	while (len) {
-		ssize_t n = pread(src->fd, p, len, (off_t)off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return data_error(src->b, src->path, errno, NULL);
-		}
-		if (n == 0)
-			return data_error(src->b, src->path, EIO,
-					  "file changed size during the build");
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
+	n = kiln_pread_full(src->fd, buf, len, off);
+	if (n < 0)
+		return data_error(src->b, src->path, (int)-n, NULL);
+	if ((size_t)n < len)
+		return data_error(src->b, src->path, EIO,
+				  "file changed size during the build");
 	return 0;
 }
 
@@ -384,6 +376,7 @@ static int write_regular(struct kiln_build *b, struct kiln_node *n, bool raw,
 	char path[KILN_PATH_BUF];
 	struct src_file src = { .b = b, .path = path };
 	struct kiln_zctx *zc = kiln_node_zctx(b, n);	/* compress hints */
+	const char *why;
 	struct stat st;
 	int err = 0;
 
@@ -448,6 +441,8 @@ static int write_regular(struct kiln_build *b, struct kiln_node *n, bool raw,
 	}
 	err = write_flat(b, n, &src, flat);
 out:
+	if (!err && kiln_node_changed(src.fd, &st, &why))
+		err = data_error(b, path, EIO, why);
 	close(src.fd);
 	return err;
 }

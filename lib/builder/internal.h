@@ -422,6 +422,13 @@ size_t kiln_build_max_items(struct kiln_build *b);
 int kiln_node_open(const struct kiln_build *b, const struct kiln_node *n,
 		   const char **what);
 /*
+ * After reading all of source file @fd: whether it changed since @before
+ * (its fstat() when opened) while it was read: another size (appended to,
+ * truncated) or another ctime (written to in place). True with *@why set.
+ */
+struct stat;
+bool kiln_node_changed(int fd, const struct stat *before, const char **why);
+/*
  * Write the data of regular file @n (n->size bytes, attributes and xattrs
  * already set) as a stream source delivers it: @read is called with
  * offsets that only grow, except for one restart at 0 when a compression

@@ -122,6 +122,26 @@ fail:
 	return -err;
 }
 
+bool kiln_node_changed(int fd, const struct stat *before, const char **why)
+{
+	struct stat now;
+
+	if (fstat(fd, &now) < 0) {
+		*why = "file unreadable after reading it";
+		return true;
+	}
+	if (now.st_size != before->st_size) {
+		*why = "file changed size while it was read";
+		return true;
+	}
+	if (now.st_ctim.tv_sec != before->st_ctim.tv_sec ||
+	    now.st_ctim.tv_nsec != before->st_ctim.tv_nsec) {
+		*why = "file changed while it was read";
+		return true;
+	}
+	return false;
+}
+
 static int data_process(void *ctx, void *item, unsigned int worker)
 {
 	struct pipeline *p = ctx;
@@ -130,6 +150,7 @@ static int data_process(void *ctx, void *item, unsigned int worker)
 	struct item_src src = { .it = it };
 	struct kiln_zcuts cuts;
 	const char *what = NULL;
+	struct stat before;
 	bool have_cuts;
 	int err;
 
@@ -139,6 +160,11 @@ static int data_process(void *ctx, void *item, unsigned int worker)
 	src.fd = kiln_node_open(b, it->n, &what);
 	if (src.fd < 0)
 		return item_fail(it, -src.fd, what);
+	if (fstat(src.fd, &before) < 0) {
+		err = errno;
+		close(src.fd);
+		return item_fail(it, err, NULL);
+	}
 	have_cuts = kiln_zshift_cuts(b->zshift, it->last, &cuts);
 	if (it->len == it->n->size)
 		err = kiln_zfile_compress_cut(kiln_node_zctx(b, it->n),
@@ -151,6 +177,10 @@ static int data_process(void *ctx, void *item, unsigned int worker)
 					       it->off, it->len, it->n->size,
 					       have_cuts ? &cuts : NULL,
 					       &it->zf);
+	if (err >= 0 && kiln_node_changed(src.fd, &before, &what)) {
+		close(src.fd);
+		return item_fail(it, EIO, what);
+	}
 	close(src.fd);
 	if (err == 1) {
 		it->raw = true;

@@ -69,6 +69,7 @@ struct tar_big {
 	size_t nr;
 	char *label;			/* "<archive>: <entry>" */
 	uint8_t **buf;			/* segment k's bytes, until released */
+	size_t buf_cap;			/* entries of buf[], grown as read */
 	uint64_t held;			/* bytes [0, held) went to buf[] */
 	struct kiln_zfile *whole;	/* the committed segments, joined */
 	bool placed;			/* the data is in the image */
@@ -152,6 +153,19 @@ static int sparse_map(struct tar *t, struct kiln_node *n,
 	*extp = ext;
 	*nr = k;
 	return 0;
+}
+
+/* Hole bytes of @n by its sparse map (0 unless KILN_NODE_SPARSE). */
+static uint64_t sparse_holes(const struct kiln_node *n,
+			     const struct kiln_data_extent *ext, size_t nr)
+{
+	uint64_t data = 0;
+
+	if (!(n->flags & KILN_NODE_SPARSE))
+		return 0;
+	for (size_t k = 0; k < nr; k++)
+		data += ext[k].end - ext[k].start;
+	return n->size - data;
 }
 
 /* ---- file data in parallel: one pipeline item per member ---- */
@@ -568,7 +582,8 @@ static int entry_data_item(struct tar *t, struct kiln_node *n,
 	it->zc = kiln_node_zctx(b, n);
 	it->label = strdup(t->label);
 	it->data = malloc(n->size ? (size_t)n->size : 1);
-	err = kiln_tar_data_init(&d, t->a, &b->lg, t->label, n->size, verify);
+	err = kiln_tar_data_init(&d, t->a, &b->lg, t->label, n->size,
+				 sparse_holes(n, ext, nr), verify);
 	if (!err && (!it->label || !it->data))
 		err = -ENOMEM;
 	if (!err)
@@ -585,6 +600,26 @@ static int entry_data_item(struct tar *t, struct kiln_node *n,
 	/* the pipeline owns the item now, whatever happens */
 	return kiln_jobs_submit(t->jobs, it,
 				(it->zc ? 2 : 1) * n->size + TAR_ITEM_SCRATCH);
+}
+
+/*
+ * Room for segment @k in g->buf. Grown as segments are read, never sized
+ * by the header's claim: a few bytes of tar may claim an exabyte.
+ */
+static int big_grow(struct tar_big *g, uint64_t k)
+{
+	size_t cap = g->buf_cap ? g->buf_cap * 2 : 16;
+	uint8_t **nb;
+
+	if (k < g->buf_cap)
+		return 0;
+	nb = realloc(g->buf, cap * sizeof(*nb));
+	if (!nb)
+		return -ENOMEM;
+	memset(nb + g->buf_cap, 0, (cap - g->buf_cap) * sizeof(*nb));
+	g->buf = nb;
+	g->buf_cap = cap;
+	return 0;
 }
 
 /*
@@ -613,10 +648,9 @@ static int entry_data_big(struct tar *t, struct kiln_node *n,
 	g->refs = 1;
 	g->spill = -1;
 	g->label = strdup(t->label);
-	g->buf = calloc(nr_seg, sizeof(*g->buf));
 	err = kiln_tar_data_init(&g->d, t->a, &b->lg, t->label, n->size,
-				 verify);
-	if (!err && (!g->label || !g->buf))
+				 sparse_holes(n, ext, nr), verify);
+	if (!err && !g->label)
 		err = -ENOMEM;
 	if (!err) {
 		g->d.label = g->label;
@@ -636,7 +670,7 @@ static int entry_data_big(struct tar *t, struct kiln_node *n,
 		it->len = KILN_MIN(TAR_ITEM_MAX, n->size - it->off);
 		it->label = strdup(t->label);
 		it->data = malloc((size_t)it->len);
-		if (!it->label || !it->data)
+		if (!it->label || !it->data || big_grow(g, k))
 			err = -ENOMEM;
 		else
 			err = kiln_tar_data_read(&g->d, it->data,
@@ -680,7 +714,8 @@ static int entry_data_stream(struct tar *t, struct kiln_node *n,
 
 	if (err)
 		return err;
-	err = kiln_tar_data_init(&d, t->a, &b->lg, t->label, n->size, verify);
+	err = kiln_tar_data_init(&d, t->a, &b->lg, t->label, n->size,
+				 sparse_holes(n, ext, nr), verify);
 	if (!err)
 		err = kiln_data_write_stream(b, n, t->label, kiln_tar_data_read,
 					     &d, ext, nr);
@@ -701,6 +736,7 @@ static int entry_data(struct tar *t, struct kiln_node *n,
 {
 	struct kiln_build *b = t->b;
 	struct kiln_data_extent *ext;
+	uint64_t data;
 	size_t nr;
 	int err;
 
@@ -714,6 +750,15 @@ static int entry_data(struct tar *t, struct kiln_node *n,
 		return err;
 	/* compress hints match the entry's path: the node is not linked yet */
 	kiln_node_pick_zctx(b, n, t->path);
+	data = n->size - sparse_holes(n, ext, nr);
+	if (!kiln_node_zctx(b, n) &&
+	    data > (uint64_t)UINT32_MAX << b->blkszbits) {
+		/* stored as it is, the data alone would not fit in an image */
+		free(ext);
+		return kiln_tar_fail(t, EFBIG, "%llu bytes of data: more "
+				     "than an image of 2^32 blocks holds",
+				     (unsigned long long)data);
+	}
 	if (n->size <= TAR_ITEM_MAX)
 		err = entry_data_item(t, n, ext, nr);
 	else if (kiln_node_zctx(b, n))
@@ -780,8 +825,8 @@ static int entry_hardlink(struct tar *t, struct archive_entry *e,
 	if (!err && !d)
 		err = -ENOENT;
 	if (err == -ENOENT)
-		err = kiln_tar_fail(t, ENOENT,
-				    "hardlink target '%s' not in the archive (or excluded)",
+		err = kiln_tar_fail(t, ENOENT, "hardlink target '%s' not earlier "
+				    "in the archive (or excluded)",
 				    archive_entry_hardlink(e));
 	if (err) {
 		free(saved);

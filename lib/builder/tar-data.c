@@ -39,13 +39,14 @@ static int data_fail(struct kiln_tar_data *d, int err, const char *fmt, ...)
 
 int kiln_tar_data_init(struct kiln_tar_data *d, struct archive *a,
 		       const struct kiln_logger *lg, const char *label,
-		       uint64_t size, bool hash)
+		       uint64_t size, uint64_t holes, bool hash)
 {
 	memset(d, 0, sizeof(*d));
 	d->a = a;
 	d->lg = lg;
 	d->label = label;
 	d->size = size;
+	d->holes_left = holes;
 	if (!hash)
 		return 0;
 	d->hash = XXH3_createState();
@@ -125,6 +126,12 @@ static int data_take(struct kiln_tar_data *d, uint8_t *dst, uint64_t len)
 		if (d->pos < d->blk_off) {
 			/* a hole up to the next block (or the end) */
 			n = (size_t)KILN_MIN(len, d->blk_off - d->pos);
+			if (n > d->holes_left)
+				return data_fail(d, EIO, "file data ends early: "
+						 "no data at byte %llu of %llu",
+						 (unsigned long long)d->pos,
+						 (unsigned long long)d->size);
+			d->holes_left -= n;
 			data_emit(d, dst, NULL, n);
 		} else {
 			n = (size_t)KILN_MIN(len,

@@ -27,17 +27,20 @@ struct kiln_tar_data {
 	size_t blk_len;
 	uint64_t blk_off;		/* file offset of blk[0] */
 	bool blk_eof;			/* no blocks left: the rest is hole */
+	uint64_t holes_left;		/* hole bytes the sparse map declares */
 	XXH3_state_t *hash;		/* NULL unless hashing */
 };
 
 /*
- * Read the data of @a's current entry, @size bytes. @hash: hash
- * everything taken. @label must outlive @d. Returns 0 or -ENOMEM;
- * kiln_tar_data_release() in every case.
+ * Read the data of @a's current entry, @size bytes of which @holes are
+ * holes (its sparse map's; 0 for a plain member): bytes libarchive does not
+ * deliver beyond those are the archive lying about the size, an error.
+ * @hash: hash everything taken. @label must outlive @d. Returns 0 or
+ * -ENOMEM; kiln_tar_data_release() in every case.
  */
 int kiln_tar_data_init(struct kiln_tar_data *d, struct archive *a,
 		       const struct kiln_logger *lg, const char *label,
-		       uint64_t size, bool hash);
+		       uint64_t size, uint64_t holes, bool hash);
 /*
  * kiln_src_read_fn over the entry: offsets only grow (bytes skipped are
  * taken, and hashed, all the same); reading bytes already taken fails.

@@ -680,6 +680,44 @@ static void walk(struct fsck *f)
 		check_internal(f, info.metabox_nid, "metabox", true);
 }
 
+static int on_bad_block(void *ctx, const struct kiln_verity_bad *b)
+{
+	struct fsck *f = ctx;
+	unsigned long long blk = (unsigned long long)b->blk;
+
+	if (b->level >= 0)
+		problem(f, "<verity>", 0, 0, "hash block %llu (tree level %d) "
+			"does not match the level above it", blk, b->level);
+	else if (b->file_data)
+		problem(f, "<data>", 0, 0, "block %llu fails dm-verity: the "
+			"data of the file named for it above", blk);
+	else if (f->opts.flags & KILN_FSCK_METADATA_ONLY)
+		problem(f, "<block>", 0, 0, "block %llu fails dm-verity "
+			"(--no-data: file data was not read)", blk);
+	else
+		problem(f, "<metadata>", 0, 0, "block %llu fails dm-verity: "
+			"metadata or unused space, no file's data", blk);
+	return f->stop;
+}
+
+/*
+ * With dm-verity: after the walk (whose reads named the files on bad
+ * blocks), every block of the tree and of the image not yet checked.
+ */
+static void check_verity(struct fsck *f)
+{
+	struct kiln_verity_info vi;
+	int err;
+
+	if (kiln_image_verity_info(f->img, &vi))
+		return;
+	f->rep->verity_blocks = vi.data_blocks + vi.hash_blocks;
+	err = kiln_image_verity_check(f->img, on_bad_block, f,
+				      &f->rep->verity_bad_blocks);
+	if (err && err != -KILN_ECORRUPT && err != -ECANCELED && !f->fatal)
+		f->fatal = err;
+}
+
 static double elapsed(const struct timespec *t0)
 {
 	struct timespec t1;
@@ -714,6 +752,8 @@ KILN_API int kiln_fsck(struct kiln_image *img,
 		f.fatal = -ENOMEM;
 	else
 		walk(&f);
+	if (!f.stop)
+		check_verity(&f);
 
 	while (f.nr_frames)
 		free(f.stack[--f.nr_frames].path);

@@ -409,7 +409,9 @@ static void set_meta(struct extract *x, int dirfd, const char *name, int fd,
 	if (!is_lnk) {
 		mode_t mode = st->mode & 07777;
 
-		rc = fd >= 0 ? fchmod(fd, mode) : fchmodat(dirfd, name, mode, 0);
+		/* by name: never through a symlink swapped in meanwhile */
+		rc = fd >= 0 ? fchmod(fd, mode) :
+		     fchmodat(dirfd, name, mode, AT_SYMLINK_NOFOLLOW);
 		if (rc)
 			xerror(x, path, -errno, "setting mode %04o",
 			       (unsigned int)mode);
@@ -529,6 +531,9 @@ static int create_reg(struct extract *x, int dirfd, const char *name,
 		set_meta(x, dirfd, name, fd, path, st);
 	if (close(fd) && !err)
 		err = xerror(x, path, -errno, "closing the file");
+	/* a file whose data did not all arrive is not left behind */
+	if (err)
+		unlinkat(dirfd, name, 0);
 	return err;
 }
 

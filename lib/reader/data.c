@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "reader/internal.h"
+#include "reader/verity.h"
 #include "util/checked.h"
 
 static bool is_compressed(const struct kiln_inode *in)
@@ -280,6 +281,10 @@ KILN_API ssize_t kiln_file_pread(struct kiln_file *file, void *buf,
 		} else {
 			src = kiln_dev_get(file->img, r.dev, r.phys,
 					   (size_t)r.len);
+			/* a verity failure (or refusal) was logged already */
+			if (!src && (r.dev ? file->img->verity != NULL :
+				     kiln_verity_failed(file->img, r.phys, r.len)))
+				return -KILN_ECORRUPT;
 			if (!src)
 				return KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%llu) unreadable",
 						    (unsigned long long)file->inode.nid,
@@ -308,6 +313,9 @@ int kiln_file_direct(struct kiln_file *file, uint64_t off, size_t len,
 		return err;
 	if (!r.hole && r.len >= len) {
 		*ptr = kiln_dev_get(file->img, r.dev, r.phys, len);
+		if (!*ptr && (r.dev ? file->img->verity != NULL :
+			      kiln_verity_failed(file->img, r.phys, len)))
+			return -KILN_ECORRUPT;
 		if (!*ptr)
 			return KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%zu) unreadable",
 					    (unsigned long long)file->inode.nid,
@@ -333,6 +341,13 @@ KILN_API int kiln_file_locate(struct kiln_file *file, uint64_t off,
 	/* metabox bytes are decoded data, not bytes of the image */
 	if (r.hole || r.dev || kiln_in_metabox(r.phys))
 		return 0;
+	/* the caller copies these bytes itself: verify them first */
+	if (!kiln_databuf_get(file->img, r.phys, (size_t)r.len))
+		return kiln_verity_failed(file->img, r.phys, r.len) ?
+		       -KILN_ECORRUPT : KILN_CORRUPT(file->img, "nid %llu: data at %llu (+%llu) unreadable",
+				    (unsigned long long)file->inode.nid,
+				    (unsigned long long)r.phys,
+				    (unsigned long long)r.len);
 	*img_off = r.phys;
 	return 1;
 }

@@ -311,7 +311,14 @@ const void *kiln_dev_get(const struct kiln_image *img, uint16_t dev,
 	const struct kiln_device *d;
 
 	if (!dev)
-		return kiln_metabuf_get(img, off, len);
+		return kiln_databuf_get(img, off, len);
+	/* a dm-verity tree covers the image's own blocks, not a device's */
+	if (img->verity) {
+		kiln_log(&img->logger, KILN_LOG_ERROR,
+			 "data on device %u: not covered by the image's dm-verity tree",
+			 dev);
+		return NULL;
+	}
 	if (dev > img->sb.extra_devices)
 		return NULL;
 	d = &img->devs[dev - 1];

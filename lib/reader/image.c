@@ -16,6 +16,7 @@
 
 #include "codec/codec.h"
 #include "reader/internal.h"
+#include "reader/verity.h"
 #include "util/checked.h"
 #include "util/endian.h"
 
@@ -314,6 +315,9 @@ static int read_super(struct kiln_image *img,
 	}
 	len = (size_t)KILN_MIN(img->size - EROFS_SUPER_OFFSET,
 			       4096u - EROFS_SUPER_OFFSET);
+	err = kiln_verity_check(img, 0, EROFS_SUPER_OFFSET + len, false);
+	if (err)
+		return err;
 	err = kiln_decode_super(img->map + EROFS_SUPER_OFFSET, len, &img->sb,
 				&why);
 	if (err == -EOPNOTSUPP || err == -KILN_ENOTEROFS) {
@@ -362,6 +366,7 @@ static int image_map(struct kiln_image *img, int fd)
 	if (map == MAP_FAILED)
 		return -errno;
 	img->map = map;
+	img->map_len = img->size;
 	return 0;
 }
 
@@ -407,6 +412,13 @@ static int image_open(struct kiln_image **out, int fd, bool own_fd,
 	if (own_fd)
 		img->fd = fd;
 	err = image_map(img, fd);
+	if (!err && opts) {
+		/* an older caller's struct is shorter: the rest stays zero */
+		struct kiln_image_opts o = { 0 };
+
+		memcpy(&o, opts, KILN_MIN(opts->struct_size, sizeof(o)));
+		err = kiln_verity_open(img, &o);
+	}
 	if (!err)
 		err = read_super(img, opts);
 	if (err) {
@@ -441,9 +453,10 @@ KILN_API void kiln_image_close(struct kiln_image *img)
 		return;
 	kiln_mbx_close(img);
 	kiln_zimage_release(img);
+	kiln_verity_close(img);
 	kiln_devices_close(img);
 	if (img->map)
-		munmap((void *)(uintptr_t)img->map, (size_t)img->size);
+		munmap((void *)(uintptr_t)img->map, (size_t)img->map_len);
 	if (img->fd >= 0)
 		close(img->fd);
 	free(img->xprefixes);

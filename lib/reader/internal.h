@@ -18,7 +18,9 @@ struct kiln_image {
 	struct kiln_logger logger;
 	int fd;			/* owned when opened by path, else -1 */
 	const uint8_t *map;	/* whole image, read-only mapping */
-	uint64_t size;		/* bytes mapped */
+	uint64_t size;		/* bytes the reader may use (verity: its data) */
+	uint64_t map_len;	/* bytes mapped */
+	struct kiln_verity *verity;	/* verity.c, NULL without */
 	struct kiln_sb sb;	/* decoded, checked superblock */
 	unsigned int flags;	/* enum kiln_image_flags */
 	enum kiln_cache_mode cache;
@@ -112,6 +114,13 @@ static inline bool kiln_in_metabox(uint64_t off)
  * Thread-safe.
  */
 const void *kiln_metabuf_get(const struct kiln_image *img, uint64_t off,
+			     size_t len);
+
+/*
+ * kiln_metabuf_get() for bytes of file data: with verity, a block that
+ * fails is remembered as one some file's data needed.
+ */
+const void *kiln_databuf_get(const struct kiln_image *img, uint64_t off,
 			     size_t len);
 
 /*

@@ -4,16 +4,32 @@
  * (or from the metabox's decoded data) comes through a range check here.
  */
 #include "reader/internal.h"
+#include "reader/verity.h"
 #include "util/checked.h"
 
-const void *kiln_metabuf_get(const struct kiln_image *img, uint64_t off,
-			     size_t len)
+static const void *get(const struct kiln_image *img, uint64_t off,
+		       size_t len, bool data)
 {
 	if (kiln_in_metabox(off))
 		return kiln_mbx_get(img, off & ~KILN_MBX_BIT, len);
 	if (!kiln_range_ok(off, len, img->size))
 		return NULL;
+	/* with dm-verity, every block is checked before its first use */
+	if (img->verity && kiln_verity_check(img, off, len, data))
+		return NULL;
 	return img->map + off;
+}
+
+const void *kiln_metabuf_get(const struct kiln_image *img, uint64_t off,
+			     size_t len)
+{
+	return get(img, off, len, false);
+}
+
+const void *kiln_databuf_get(const struct kiln_image *img, uint64_t off,
+			     size_t len)
+{
+	return get(img, off, len, true);
 }
 
 bool kiln_metabuf_range_ok(const struct kiln_image *img, uint64_t off,

@@ -12,6 +12,7 @@
 #include "codec/codec.h"
 #include "format/erofs_fs.h"
 #include "reader/zcache.h"
+#include "reader/verity.h"
 #include "reader/zmap.h"
 #include "util/checked.h"
 #include "util/wspool.h"
@@ -175,9 +176,11 @@ static int zr_stream(struct kiln_file *file, const struct kiln_zext *ext,
 		     const uint8_t **src, size_t *src_len)
 {
 	struct kiln_image *img = file->img;
-	const uint8_t *p = kiln_metabuf_get(img, ext->pa, ext->plen);
+	const uint8_t *p = kiln_databuf_get(img, ext->pa, ext->plen);
 	size_t skip = 0, window;
 
+	if (!p && kiln_verity_failed(img, ext->pa, ext->plen))
+		return -KILN_ECORRUPT;
 	if (!p || !ext->plen)
 		return KILN_CORRUPT(img, "nid %llu: pcluster at %llu (%u bytes) outside the image",
 				    (unsigned long long)file->inode.nid,
@@ -383,9 +386,11 @@ static int zr_plain(struct kiln_file *file, const struct kiln_zext *ext,
 		    uint8_t *buf, uint64_t within, size_t n)
 {
 	struct kiln_image *img = file->img;
-	const uint8_t *p = kiln_metabuf_get(img, ext->pa, ext->plen);
+	const uint8_t *p = kiln_databuf_get(img, ext->pa, ext->plen);
 	uint64_t r, c, end = within + n;
 
+	if (!p && kiln_verity_failed(img, ext->pa, ext->plen))
+		return -KILN_ECORRUPT;
 	if (!p)
 		return KILN_CORRUPT(img, "nid %llu: plain pcluster at %llu outside the image",
 				    (unsigned long long)file->inode.nid,
@@ -541,8 +546,9 @@ int kiln_zread_locate(struct kiln_file *file, uint64_t off, uint64_t max,
 		return 0;
 	/* as zr_plain() reads it: byte k of the extent at pa + k, and
 	 * kiln_zmap_lookup() checked llen <= plen */
-	if (!kiln_metabuf_get(file->img, ext.pa, ext.plen))
-		return KILN_CORRUPT(file->img, "nid %llu: plain pcluster at %llu outside the image",
+	if (!kiln_databuf_get(file->img, ext.pa, ext.plen))
+		return kiln_verity_failed(file->img, ext.pa, ext.plen) ?
+		       -KILN_ECORRUPT : KILN_CORRUPT(file->img, "nid %llu: plain pcluster at %llu outside the image",
 				    (unsigned long long)file->inode.nid,
 				    (unsigned long long)ext.pa);
 	*img_off = ext.pa + within;

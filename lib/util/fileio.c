@@ -5,14 +5,36 @@
 
 #include "util/fileio.h"
 
+kiln_fileio_fault_fn kiln_fileio_fault;
+
+/* The test hook's say on one transfer: 0 (go on, maybe shorter) or -errno. */
+static int fault(int fd, bool write, size_t *len, uint64_t off)
+{
+	size_t want = *len;
+	int err;
+
+	if (!kiln_fileio_fault)
+		return 0;
+	err = kiln_fileio_fault(fd, write, len, off);
+	if (err)
+		return -err;
+	if (!*len || *len > want)
+		*len = want;
+	return 0;
+}
+
 ssize_t kiln_pread_full(int fd, void *buf, size_t len, uint64_t off)
 {
 	size_t done = 0;
 
 	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done,
-				  (off_t)(off + done));
+		size_t want = len - done;
+		int err = fault(fd, false, &want, off + done);
+		ssize_t n;
 
+		if (err)
+			return err;
+		n = pread(fd, (char *)buf + done, want, (off_t)(off + done));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -29,9 +51,14 @@ int kiln_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 	size_t done = 0;
 
 	while (done < len) {
-		ssize_t n = pwrite(fd, (const char *)buf + done, len - done,
-				   (off_t)(off + done));
+		size_t want = len - done;
+		int err = fault(fd, true, &want, off + done);
+		ssize_t n;
 
+		if (err)
+			return err;
+		n = pwrite(fd, (const char *)buf + done, want,
+			   (off_t)(off + done));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)

@@ -116,7 +116,11 @@ def pytest_report_header(config):
     why = helpers.kernel_mount_unavailable()
     return [f"kiln: {kiln_path()}"
             + (" (sanitized)" if helpers.SANITIZED else ""),
-            "kernel mounts: " + (why or "available")]
+            "kernel mounts: " + (why or "available"),
+            "dm-verity through the kernel: " +
+            ("run (KILN_DM_TESTS=1)" if os.environ.get("KILN_DM_TESTS") == "1"
+             else "not collected (set KILN_DM_TESTS=1 where the kernel "
+                  "has device-mapper)")]
 
 
 # -- KILN_REQUIRE_ALL=1: a skip is a failure ---------------------------------
@@ -168,9 +172,18 @@ def pytest_configure(config):
         "markers",
         "nosanitize: never run against a sanitized kiln (KILN_SANITIZED=1 "
         "deselects it)")
+    config.addinivalue_line(
+        "markers",
+        "dm: needs the kernel's device-mapper (dm-verity); collected only "
+        "with KILN_DM_TESTS=1, since the CI machines' kernel has none")
 
 
 def pytest_collection_modifyitems(config, items):
+    if os.environ.get("KILN_DM_TESTS") != "1":
+        out = [i for i in items if i.get_closest_marker("dm")]
+        if out:
+            config.hook.pytest_deselected(items=out)
+            items[:] = [i for i in items if not i.get_closest_marker("dm")]
     if not helpers.SANITIZED:
         return
     out = [i for i in items if i.get_closest_marker("nosanitize")]

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* Helpers every subcommand shares: option tables, messages, sizes. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -208,6 +209,53 @@ void cli_log_fn(void *ctx, enum kiln_log_level level, const char *msg)
 		cli_error(lg->image, "%s", msg);
 }
 
+int cli_verity_option(const struct cli_spec *spec, struct cli_verity *v,
+		      int key, const char *arg)
+{
+	ssize_t n;
+	char *end;
+
+	switch (key) {
+	case CLI_OPT_VERITY:
+		n = kiln_hex_decode(arg, v->root, sizeof(v->root));
+		if (n != KILN_VERITY_DIGEST_SIZE)
+			return cli_usage_error(spec, "--verity: '%s' is not a "
+					       "SHA-256 root hash (64 hex "
+					       "digits)", arg);
+		v->on = true;
+		return 0;
+	case CLI_OPT_VERITY_SALT:
+		n = kiln_hex_decode(arg, v->salt, sizeof(v->salt));
+		if (n < 0)
+			return cli_usage_error(spec, "--verity-salt: '%s' is not "
+					       "%s", arg, n == -ERANGE ?
+					       "at most 256 bytes" :
+					       "hex digits");
+		v->has_salt = true;
+		v->salt_len = (size_t)n;
+		return 0;
+	case CLI_OPT_VERITY_HASH_OFFSET:
+		errno = 0;
+		v->hash_offset = strtoull(arg, &end, 10);
+		if (!*arg || *end || errno || *arg == '-' || !v->hash_offset)
+			return cli_usage_error(spec, "--verity-hash-offset: '%s' "
+					       "is not a positive number of "
+					       "bytes", arg);
+		return 0;
+	}
+	return cli_usage_error(spec, "unhandled option");
+}
+
+void cli_verity_apply(const struct cli_verity *v, struct kiln_image_opts *o)
+{
+	if (!v || !v->on)
+		return;
+	o->verity_root = v->root;
+	o->verity_salt = v->has_salt ? v->salt : NULL;
+	o->verity_salt_len = v->salt_len;
+	o->verity_hash_offset = v->hash_offset;
+}
+
 int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
 		   const char *arg)
 {
@@ -221,6 +269,13 @@ int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
 int cli_open_image(struct kiln_image **img, const char *path,
 		   struct cli_log *lg, const struct cli_devices *devs)
 {
+	return cli_open_image_verity(img, path, lg, devs, NULL);
+}
+
+int cli_open_image_verity(struct kiln_image **img, const char *path,
+			  struct cli_log *lg, const struct cli_devices *devs,
+			  const struct cli_verity *v)
+{
 	struct kiln_image_opts opts = {
 		.struct_size = sizeof(opts),
 		.log = cli_log_fn,
@@ -230,6 +285,7 @@ int cli_open_image(struct kiln_image **img, const char *path,
 	};
 	int err;
 
+	cli_verity_apply(v, &opts);
 	lg->have_last = false;
 	err = kiln_image_open(img, path, &opts);
 	if (err) {

@@ -113,6 +113,47 @@ int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
 int cli_open_image(struct kiln_image **img, const char *path,
 		   struct cli_log *lg, const struct cli_devices *devs);
 
+/* --verity ROOT_HASH, --verity-salt HEX, --verity-hash-offset BYTES. */
+struct cli_verity {
+	bool on;
+	uint8_t root[KILN_VERITY_DIGEST_SIZE];
+	bool has_salt;
+	uint8_t salt[KILN_VERITY_SALT_MAX];
+	size_t salt_len;
+	uint64_t hash_offset;		/* 0: after the image's blocks */
+};
+
+enum {
+	CLI_OPT_VERITY = 0x1100,	/* long-only keys, clear of the commands' own */
+	CLI_OPT_VERITY_SALT,
+	CLI_OPT_VERITY_HASH_OFFSET,
+};
+
+/* The three options' rows, for a command's option table. */
+#define CLI_VERITY_OPTIONS \
+	{ "verity", CLI_OPT_VERITY, "ROOT_HASH", "check every block against " \
+	  "this dm-verity root hash (hex) before using it" }, \
+	{ "verity-salt", CLI_OPT_VERITY_SALT, "HEX", "the tree's salt " \
+	  "(default: from its superblock)" }, \
+	{ "verity-hash-offset", CLI_OPT_VERITY_HASH_OFFSET, "BYTES", \
+	  "where the tree's superblock is (default: after the image's " \
+	  "blocks)" }
+
+/*
+ * Apply option @key (one of CLI_OPT_VERITY*) with @arg to @v: 0, or the
+ * exit status of a usage error (printed).
+ */
+int cli_verity_option(const struct cli_spec *spec, struct cli_verity *v,
+		      int key, const char *arg);
+
+/* As cli_open_image(), through the tree @v describes (NULL: none). */
+int cli_open_image_verity(struct kiln_image **img, const char *path,
+			  struct cli_log *lg, const struct cli_devices *devs,
+			  const struct cli_verity *v);
+
+/* Point @o's verity fields at @v's (when @v->on). */
+void cli_verity_apply(const struct cli_verity *v, struct kiln_image_opts *o);
+
 /* "512 B", "1.5 KiB", "3.0 GiB" into @buf. Returns @buf. */
 const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);
 

@@ -26,6 +26,8 @@ struct build_cli {
 	bool mtime_given;
 	const char *tar;		/* --tar FILE ("-": stdin), or NULL */
 	struct cli_progress progress;	/* status line on a terminal */
+	uint8_t verity_salt[KILN_VERITY_SALT_MAX];
+	const char *root_hash_file;	/* --verity-root-hash-file */
 };
 
 static const struct cli_spec build_spec;
@@ -60,6 +62,9 @@ enum {
 	OPT_VERIFY,
 	OPT_FILE_CONTEXTS,
 	OPT_MOUNT_POINT,
+	OPT_VERITY,
+	OPT_VERITY_SALT,
+	OPT_VERITY_ROOT_FILE,
 };
 
 /* A decimal number in [@min, @max]. */
@@ -284,6 +289,33 @@ static int set_verify(struct build_cli *c, const char *arg)
 {
 	(void)arg;
 	c->opts.flags |= KILN_BUILD_VERIFY;
+	return 0;
+}
+
+static int set_verity(struct build_cli *c, const char *arg)
+{
+	(void)arg;
+	c->opts.flags |= KILN_BUILD_VERITY;
+	return 0;
+}
+
+static int set_verity_salt(struct build_cli *c, const char *arg)
+{
+	ssize_t n = kiln_hex_decode(arg, c->verity_salt,
+				    sizeof(c->verity_salt));
+
+	if (n < 0)
+		return cli_usage_error(&build_spec, "--verity-salt: '%s' is "
+				       "not %s", arg, n == -ERANGE ?
+				       "at most 256 bytes" : "hex digits");
+	c->opts.verity_salt = c->verity_salt;
+	c->opts.verity_salt_len = (size_t)n;
+	return 0;
+}
+
+static int set_verity_root_file(struct build_cli *c, const char *arg)
+{
+	c->root_hash_file = arg;
 	return 0;
 }
 
@@ -664,6 +696,16 @@ static const struct build_option {
 	{ { "verify", OPT_VERIFY, NULL, "read the image back and compare it "
 			"with the source before renaming it into place" },
 	  set_verify },
+	{ { "verity", OPT_VERITY, NULL, "append a dm-verity hash tree "
+			"(SHA-256, format 1, the image's block size) after the "
+			"image and print its root hash, salt, hash offset and "
+			"data blocks" }, set_verity },
+	{ { "verity-salt", OPT_VERITY_SALT, "HEX", "the tree's salt (up to "
+			"256 bytes; default: derived from the image's "
+			"content)" }, set_verity_salt },
+	{ { "verity-root-hash-file", OPT_VERITY_ROOT_FILE, "FILE", "also "
+			"write the root hash to FILE, in hex" },
+	  set_verity_root_file },
 	{ { "quiet", 'q', NULL, "print errors only" }, set_quiet },
 	{ { "verbose", 'v', NULL, "print progress details" }, set_verbose },
 };
@@ -762,6 +804,38 @@ static void print_summary(const char *image, const struct kiln_build_stats *st)
 	}
 }
 
+static void print_verity(const char *image, const struct kiln_verity_info *v)
+{
+	char hex[2 * KILN_VERITY_SALT_MAX + 1];
+
+	kiln_hex_encode(v->root, sizeof(v->root), hex);
+	printf("%s: verity root hash: %s\n", image, hex);
+	kiln_hex_encode(v->salt, v->salt_len, hex);
+	printf("%s: verity salt: %s\n", image, v->salt_len ? hex : "-");
+	printf("%s: verity hash offset: %llu\n", image,
+	       (unsigned long long)v->hash_offset);
+	printf("%s: verity data blocks: %llu\n", image,
+	       (unsigned long long)v->data_blocks);
+	printf("%s: verity block size: %u, hash blocks: %llu (superblock "
+	       "included)\n", image, v->block_size,
+	       (unsigned long long)v->hash_blocks);
+}
+
+/* The root hash in hex, without a newline, as veritysetup writes it. */
+static int write_root_hash(const char *path, const struct kiln_verity_info *v)
+{
+	char hex[2 * KILN_VERITY_DIGEST_SIZE + 1];
+	FILE *f = fopen(path, "w");
+
+	kiln_hex_encode(v->root, sizeof(v->root), hex);
+	if (!f || fputs(hex, f) == EOF || fclose(f) == EOF) {
+		fprintf(stderr, "kiln: %s: cannot write the root hash: %s\n",
+			path, strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
 int cmd_build(int argc, char **argv)
 {
 	struct build_cli c = { .verbosity = 0 };
@@ -795,6 +869,12 @@ int cmd_build(int argc, char **argv)
 				     "expected SOURCE and IMAGE");
 		goto out;
 	}
+	if ((c.opts.verity_salt || c.root_hash_file) &&
+	    !(c.opts.flags & KILN_BUILD_VERITY)) {
+		rc = cli_usage_error(&build_spec, "--verity-salt and "
+				     "--verity-root-hash-file need --verity");
+		goto out;
+	}
 	c.opts.excludes = c.excludes;
 	c.opts.nr_excludes = c.nr_excludes;
 	if (c.verbosity >= 0 && c.progress.enabled) {
@@ -813,6 +893,12 @@ int cmd_build(int argc, char **argv)
 	if (c.verbosity >= 0)
 		print_summary(argv[argc - 1], &stats);
 	rc = 0;
+	if (c.opts.flags & KILN_BUILD_VERITY) {
+		if (c.verbosity >= 0)
+			print_verity(argv[argc - 1], &stats.verity);
+		if (c.root_hash_file)
+			rc = write_root_hash(c.root_hash_file, &stats.verity);
+	}
 out:
 	cli_progress_release(&c.progress);
 	for (size_t i = 0; i < c.nr_owned; i++)

@@ -17,12 +17,13 @@ static const struct cli_option fsck_options[] = {
 	{ "verbose", 'v', NULL, "print every problem, not just the first" },
 	{ "no-data", OPT_NO_DATA, NULL, "check metadata only, do not read "
 					"file data" },
+	CLI_VERITY_OPTIONS,
 	CLI_DEVICE_OPTION,
 };
 
 static const struct cli_spec fsck_spec = {
 	.cmd = "fsck",
-	.usage = "[-q] [-v] [--no-data] [--device PATH]... IMAGE",
+	.usage = "[-q] [-v] [--no-data] [--device PATH]... [--verity ROOT_HASH] IMAGE",
 	.summary = "Check IMAGE: every inode reachable from the root, "
 		   "directories, link counts, xattrs and every byte of data.\n"
 		   "A clean result proves the structure: the superblock (and "
@@ -32,6 +33,10 @@ static const struct cli_spec fsck_spec = {
 		   "cannot prove\nthe data: EROFS stores no checksum of file "
 		   "data, so a changed byte in a file's\nstored or raw blocks "
 		   "still passes.\n"
+		   "With --verity (an image built with kiln build --verity, or "
+		   "any dm-verity tree),\nevery data block and tree block is "
+		   "also checked against the root hash: that\nproves the data, "
+		   "and the files on bad blocks are named.\n"
 		   "Data on an extra device (--blobdev, --tar-index images) "
 		   "is read from the\n--device given for it; without it, "
 		   "fsck says which device is needed and\nexits 1.\n"
@@ -77,6 +82,7 @@ int cmd_fsck(int argc, char **argv)
 	struct kiln_fsck_opts opts = { .struct_size = sizeof(opts) };
 	struct kiln_fsck_report rep;
 	struct fsck_cli ctx = { 0 };
+	struct cli_verity verity = { 0 };
 	struct cli_devices devs = { .count = 0 };
 	struct kiln_image *img;
 	struct cli_log lg;
@@ -89,6 +95,12 @@ int cmd_fsck(int argc, char **argv)
 		case 'q': quiet = true; break;
 		case 'v': ctx.verbose = true; break;
 		case OPT_NO_DATA: opts.flags |= KILN_FSCK_METADATA_ONLY; break;
+		case CLI_OPT_VERITY:
+		case CLI_OPT_VERITY_SALT:
+		case CLI_OPT_VERITY_HASH_OFFSET:
+			if (cli_verity_option(&fsck_spec, &verity, c, arg))
+				return 2;
+			break;
 		case CLI_OPT_DEVICE:
 			if (cli_add_device(&fsck_spec, &devs, arg))
 				return 2;
@@ -104,7 +116,10 @@ int cmd_fsck(int argc, char **argv)
 
 	cli_log_init(&lg, ctx.image, ctx.verbose ? KILN_LOG_INFO :
 						   KILN_LOG_WARN);
-	err = cli_open_image(&img, ctx.image, &lg, &devs);
+	if ((verity.has_salt || verity.hash_offset) && !verity.on)
+		return cli_usage_error(&fsck_spec, "--verity-salt and "
+				       "--verity-hash-offset need --verity");
+	err = cli_open_image_verity(&img, ctx.image, &lg, &devs, &verity);
 	/*
 	 * A bad superblock is corruption; a file that is no EROFS image at
 	 * all (or a directory, or a missing file) is a usage error.
@@ -152,6 +167,10 @@ int cmd_fsck(int argc, char **argv)
 		       (unsigned long long)rep.xattrs,
 		       cli_human_size(rep.bytes_read, hs, sizeof(hs)),
 		       rep.seconds);
+		if (verity.on)
+			printf("kiln: %s: dm-verity: all %llu blocks (data and "
+			       "tree) match the root hash\n", ctx.image,
+			       (unsigned long long)rep.verity_blocks);
 	}
 	return 0;
 }

@@ -34,6 +34,7 @@ struct mount_opts {
 	char mnt_path[PATH_MAX];	/* absolute mount point */
 	bool user_fsname;		/* -o fsname= given */
 	char fuse_o[4096];		/* -o list handed to libfuse */
+	struct cli_verity verity;	/* --verity ... */
 	struct cli_devices devs;	/* --device, in table order */
 };
 
@@ -42,6 +43,7 @@ static const struct cli_option mount_options[] = {
 	{ "debug", 'd', NULL, "log every request (implies -f)" },
 	{ "single-thread", 's', NULL, "handle requests in one thread" },
 	{ "options", 'o', "OPT[,OPT...]", "mount options, see below" },
+	CLI_VERITY_OPTIONS,
 	CLI_DEVICE_OPTION,
 };
 
@@ -50,7 +52,9 @@ static const struct cli_spec mount_spec = {
 	.usage = "[OPTIONS] IMAGE MOUNTPOINT",
 	.summary = "Mount an EROFS image read-only with FUSE. Without -f the "
 		   "command returns once\nthe mount is in place and serves it "
-		   "in the background.",
+		   "in the background.\nWith --verity, every block is checked "
+		   "against the dm-verity root hash before\nuse; a file "
+		   "read that needs a bad block fails with EIO.",
 	.opts = mount_options,
 	.nr_opts = sizeof(mount_options) / sizeof(mount_options[0]),
 };
@@ -225,6 +229,12 @@ static int parse_args(struct mount_opts *o, int argc, char **argv)
 			if (apply_o(o, arg))
 				return -1;
 			break;
+		case CLI_OPT_VERITY:
+		case CLI_OPT_VERITY_SALT:
+		case CLI_OPT_VERITY_HASH_OFFSET:
+			if (cli_verity_option(&mount_spec, &o->verity, c, arg))
+				return -1;
+			break;
 		case CLI_OPT_DEVICE:
 			if (cli_add_device(&mount_spec, &o->devs, arg))
 				return -1;
@@ -237,6 +247,11 @@ static int parse_args(struct mount_opts *o, int argc, char **argv)
 		default:
 			return -1;
 		}
+	}
+	if ((o->verity.has_salt || o->verity.hash_offset) && !o->verity.on) {
+		cli_usage_error(&mount_spec, "--verity-salt and "
+				"--verity-hash-offset need --verity");
+		return -1;
 	}
 	if (argc - optind != 2) {
 		cli_usage_error(&mount_spec, "expected IMAGE and MOUNTPOINT");
@@ -294,6 +309,7 @@ static int open_image(struct mount_opts *o, struct kiln_fuse_fs *fs)
 	struct kiln_image *img;
 	int fd = open(o->image, O_RDONLY | O_CLOEXEC), err;
 
+	cli_verity_apply(&o->verity, &io);
 	err = fd < 0 ? -errno : kiln_image_open_fd(&img, fd, &io);
 	if (err) {
 		if (fd >= 0)
