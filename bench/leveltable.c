@@ -17,7 +17,7 @@
 #include "codec/codec.h"
 
 #define CHUNK		(64u * 1024)
-#define CLASSIC_MAX_IN	(1u << 20)	/* zctx.c: input per classic pcluster */
+#define CLASSIC_MAX_IN	(1u << 20)	/* compress/ctx.c: per pcluster */
 #define MIN_DECODE_S	0.3
 
 static double now_s(void)

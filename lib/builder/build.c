@@ -9,12 +9,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "builder/compress/compress.h"
 #include "builder/internal.h"
 #include "builder/output.h"
 #include "builder/selabel.h"
 #include "builder/tar-index.h"
 #include "builder/verity.h"
-#include "builder/zshift.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 #include "util/threadpool.h"

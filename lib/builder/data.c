@@ -2,7 +2,7 @@
 /*
  * The data pass: every file's blocks go to the data area in data order
  * (order.c), streamed in bounded chunks. Tails become inline data, sparse
- * files become chunk-based, compressed files go through zfile.h.
+ * files become chunk-based, compressed files go through compress/compress.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,10 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "builder/compress/compress.h"
 #include "builder/internal.h"
 #include "builder/output.h"
-#include "builder/zfile.h"
-#include "builder/zshift.h"
 #include "format/kernel.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"

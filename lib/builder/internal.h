@@ -13,8 +13,8 @@
 
 #include <kiln/builder.h>
 
+#include "builder/compress/compress.h"
 #include "builder/progress.h"
-#include "builder/zfile.h"
 #include "util/log.h"
 
 struct kiln_out;
@@ -106,7 +106,7 @@ struct kiln_node {
 	uint64_t tail_off;		/* inline tail: offset in tail arena */
 	uint32_t tail_len;		/* inline tail bytes */
 	uint32_t xattr_size;		/* inline xattr area bytes */
-	struct kiln_zfile *zf;		/* compressed (zfile.h) */
+	struct kiln_zfile *zf;		/* compressed (compress/compress.h) */
 	uint64_t inode_off;		/* byte position in the image */
 	kiln_nid_t nid;
 	uint32_t ino;			/* on-disk serial */
@@ -141,7 +141,7 @@ struct kiln_build {
 	struct kiln_node *metabox;	/* metabox inode, in nodes, or NULL */
 	struct kiln_packer *packer;	/* packed inode being compressed */
 	struct kiln_threadpool *pool;	/* workers (pipeline.c), NULL: -j1 */
-	struct kiln_zshift *zshift;	/* extent cuts (zshift.c), or NULL */
+	struct kiln_zshift *zshift;	/* extent cuts (shifted dedupe), or NULL */
 	uint8_t *tails;			/* inline tails of all files */
 	uint64_t tails_len;
 	size_t tails_cap;
@@ -452,49 +452,6 @@ int kiln_data_write_stream_raw(struct kiln_build *b, struct kiln_node *n,
 /* Bytes of inline tail data of @n kept in the tail arena. */
 const uint8_t *kiln_data_tail(const struct kiln_build *b,
 			      const struct kiln_node *n);
-
-/* hints.c */
-/*
- * What the compress hints file @path asks of the kernel, read ahead of
- * its parsing: the codecs its lines name (1u << enum kiln_codec_id) and
- * the largest pcluster size a line gives. Lines it cannot read are left
- * to kiln_zctx_load_hints(), which reports them; so is an unreadable file
- * (then both stay 0).
- */
-void kiln_hints_needs(const char *path, uint32_t *codecs,
-		      uint32_t *max_pcluster);
-/*
- * The compression context for regular file @n: b->zctx, the one its
- * compress hint names, or NULL when it is to be stored uncompressed.
- */
-struct kiln_zctx *kiln_node_zctx(const struct kiln_build *b,
-				 const struct kiln_node *n);
-/*
- * Choose @n's context now from @rel, its path relative to the root (for
- * a node not yet linked into the tree, as a tar entry while it streams).
- */
-void kiln_node_pick_zctx(const struct kiln_build *b, struct kiln_node *n,
-			 const char *rel);
-
-/* packed.c */
-/*
- * After the data pass: store the fragment buffer as the packed inode (an
- * unlinked regular file appended to b->nodes, b->packed). No-op without
- * fragments.
- */
-int kiln_packed_write(struct kiln_build *b);
-/*
- * During the data pass, after the committer has placed files: hand the
- * segments of the fragment buffer it has grown past to the workers
- * (b->packer, made on first use). 0 or the first error of a segment.
- */
-int kiln_packed_poll(struct kiln_build *b);
-/* Drop b->packer and what it holds (after a failure). */
-void kiln_packed_free(struct kiln_build *b);
-/* Whether the build collects fragments (and so has a packed inode). */
-bool kiln_packed_wanted(const struct kiln_build *b);
-/* Input bytes per segment of the packed inode (packed_segment_size). */
-uint64_t kiln_packed_segment_size(const struct kiln_build *b);
 
 /* place.c: where each inode goes (its nid), then the metadata written */
 int kiln_place_assign_nids(struct kiln_build *b);

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "builder/compress/compress.h"
 #include "builder/internal.h"
 #include "builder/output.h"
-#include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 

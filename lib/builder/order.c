@@ -18,8 +18,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "builder/compress/compress.h"
 #include "builder/internal.h"
-#include "builder/zinternal.h"
 #include "util/checked.h"
 #include "util/fileio.h"
 
@@ -149,14 +149,10 @@ void kiln_order_sort(struct kiln_order_key *keys, size_t nr)
 /* Whether all of @n's data goes to the packed inode (a small file). */
 static bool packed_whole(const struct kiln_build *b, const struct kiln_node *n)
 {
-	const struct kiln_zctx *zc;
-
 	if (!S_ISREG(n->mode) || !n->size || (n->flags & KILN_NODE_STREAMED) ||
 	    !n->first)
 		return false;
-	zc = kiln_node_zctx(b, n);
-	return zc && zc->frag && (zc->flags & KILN_COMPRESS_FRAGMENTS) &&
-	       n->size <= zc->pcluster_size;
+	return kiln_zctx_fragment_whole(kiln_node_zctx(b, n), n->size);
 }
 
 /* @n's head; a file that cannot be read now fails later, where it is read. */

@@ -13,10 +13,8 @@
 
 #include "builder/internal.h"
 #include "util/jobs.h"
+#include "builder/compress/compress.h"
 #include "builder/output.h"
-#include "builder/zfile.h"
-#include "builder/zinternal.h"
-#include "builder/zshift.h"
 #include "util/checked.h"
 #include "util/fileio.h"
 #include "util/threadpool.h"
@@ -25,7 +23,7 @@
 /* In-flight item bytes without --memory-limit. */
 #define INFLIGHT_MIN		(64ull << 20)
 #define INFLIGHT_PER_WORKER	(8ull << 20)
-/* Compressor output buffer each running item holds (zpack.c). */
+/* Compressor output buffer each running item holds (compress/pcluster.c). */
 #define ITEM_SCRATCH		(1ull << 20)
 /*
  * Items in flight per worker. Small files are cheap to hold once done
@@ -305,7 +303,7 @@ struct kiln_threadpool *kiln_build_pool(struct kiln_build *b)
 
 /*
  * In-flight bound: three quarters of --memory-limit (the rest is for
- * workspaces, zctx.c), else 64 MiB or 8 MiB per worker. An item larger
+ * workspaces, compress/ctx.c), else 64 MiB or 8 MiB per worker. An item larger
  * than the bound still runs, alone.
  */
 uint64_t kiln_build_inflight_bytes(const struct kiln_build *b)

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "builder/compress/compress.h"
 #include "builder/internal.h"
 #include "builder/output.h"
-#include "builder/zfile.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 #include "util/grow.h"

@@ -13,28 +13,25 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
-#include <xxhash.h>
 
+#include "builder/compress/compress.h"
 #include "builder/internal.h"
 #include "builder/jobs.h"
 #include "builder/output.h"
 #include "builder/tar-acl.h"
 #include "builder/tar-data.h"
 #include "builder/tar-index.h"
-#include "builder/zinternal.h"
+#include "builder/tar-scan.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 #include "util/fileio.h"
 
-#define TAR_MAX_DEPTH 1024		/* as for directory sources */
 #define TAR_READ_BLOCK (64u * 1024)	/* bytes per read of the archive */
 /*
  * Members up to this size are one pipeline item each: held in memory,
@@ -44,7 +41,7 @@
  * every -j makes the same choice (and the same bytes).
  */
 #define TAR_ITEM_MAX	KILN_ZSEG_SIZE
-/* Compressor output buffer each running item holds (zpack.c). */
+/* Compressor output buffer each running item holds (compress/pcluster.c). */
 #define TAR_ITEM_SCRATCH (1ull << 20)
 /* Bytes per copy of a big member's rest into a temporary file. */
 #define TAR_SPILL_CHUNK	(1u << 20)
@@ -56,36 +53,6 @@
  * would never end.
  */
 #define TAR_HOLES_MAX	(1ull << 40)
-
-/* (directory, name) -> index of the name in the directory's children */
-struct name_slot {
-	struct kiln_node *dir;
-	size_t idx;
-};
-
-struct tar {
-	struct kiln_build *b;
-	struct archive *a;
-	const char *src;		/* the archive, for messages */
-	struct name_slot *slots;	/* open addressing, power of two */
-	size_t cap, used;
-	char *path;			/* current entry, normalized */
-	size_t path_cap;
-	char label[KILN_PATH_BUF];	/* "<archive>: <entry>" */
-	bool warned_absolute;
-	enum kiln_whiteouts whiteouts;	/* resolved: never AUTO */
-	bool strip_whiteouts;		/* whiteouts == KILN_WHITEOUTS_STRIP */
-	struct kiln_jobs *jobs;		/* members compressed by workers */
-	bool failed;			/* a failure has been logged */
-	/*
-	 * Lengths of the uncompressed data recorded for dedupe so far (and
-	 * whole blocks of it): a big member stored as it is hashes its data
-	 * before placing it only when an earlier copy of one of its lengths
-	 * may be in the image. A set: open addressing, 0 free, power of two.
-	 */
-	uint64_t *flat_lens;
-	size_t nr_flat_lens, cap_flat_lens;
-};
 
 /*
  * A member bigger than a segment, to compress: the reading thread reads
@@ -125,11 +92,7 @@ struct tar_item {
 	int err;			/* the worker's failure */
 };
 
-static int tar_fail(struct tar *t, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/* "<archive>: <entry>: <reason>" (the label names the entry). */
-static int tar_fail(struct tar *t, int err, const char *fmt, ...)
+int kiln_tar_fail(struct tar *t, int err, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -139,375 +102,6 @@ static int tar_fail(struct tar *t, int err, const char *fmt, ...)
 	va_end(ap);
 	kiln_log(&t->b->lg, KILN_LOG_ERROR, "%s: %s", t->label, msg);
 	return -err;
-}
-
-/* ---- (directory, name) lookup ---- */
-
-static size_t slot_hash(const struct kiln_node *dir, const char *name,
-			size_t len)
-{
-	return (size_t)XXH3_64bits_withSeed(name, len,
-					    (uint64_t)(uintptr_t)dir);
-}
-
-static struct kiln_dentry *child_find(struct tar *t, struct kiln_node *dir,
-				      const char *name, size_t len)
-{
-	if (!t->cap)
-		return NULL;
-	for (size_t i = slot_hash(dir, name, len) & (t->cap - 1);;
-	     i = (i + 1) & (t->cap - 1)) {
-		struct name_slot *s = &t->slots[i];
-		struct kiln_dentry *d;
-
-		if (!s->dir)
-			return NULL;
-		d = &s->dir->children[s->idx];
-		if (s->dir == dir && d->name_len == len &&
-		    !memcmp(d->name, name, len))
-			return d;
-	}
-}
-
-static void slot_put(struct name_slot *slots, size_t cap,
-		     const struct name_slot *s)
-{
-	const struct kiln_dentry *d = &s->dir->children[s->idx];
-	size_t i = slot_hash(s->dir, d->name, d->name_len) & (cap - 1);
-
-	while (slots[i].dir)
-		i = (i + 1) & (cap - 1);
-	slots[i] = *s;
-}
-
-static int slots_grow(struct tar *t)
-{
-	size_t cap = t->cap ? t->cap * 2 : 1024;
-	struct name_slot *slots = calloc(cap, sizeof(*slots));
-
-	if (!slots)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->cap; i++)
-		if (t->slots[i].dir)
-			slot_put(slots, cap, &t->slots[i]);
-	free(t->slots);
-	t->slots = slots;
-	t->cap = cap;
-	return 0;
-}
-
-/* Append the name @name -> @n to @dir (the name must be new there). */
-static int child_add(struct tar *t, struct kiln_node *dir, const char *name,
-		     size_t len, struct kiln_node *n)
-{
-	size_t nr = dir->nr_children;
-	struct name_slot s = { .dir = dir, .idx = nr };
-	struct kiln_dentry *d;
-
-	if ((t->used + 1) * 2 > t->cap && slots_grow(t))
-		return -ENOMEM;
-	/* the array doubles whenever its length reaches a power of two */
-	if (!(nr & (nr - 1))) {
-		struct kiln_dentry *v = realloc(dir->children,
-						KILN_MAX(nr * 2, 4) * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		dir->children = v;
-	}
-	d = &dir->children[nr];
-	d->name = strndup(name, len);
-	if (!d->name)
-		return -ENOMEM;
-	d->name_len = (uint16_t)len;
-	d->node = n;
-	dir->nr_children++;
-	slot_put(t->slots, t->cap, &s);
-	t->used++;
-	return 0;
-}
-
-static int node_new(struct tar *t, struct kiln_node **np)
-{
-	struct kiln_node *n = calloc(1, sizeof(*n));
-	int err;
-
-	if (!n)
-		return -ENOMEM;
-	err = kiln_nodes_push(t->b, n);
-	if (err) {
-		free(n);
-		return err;
-	}
-	*np = n;
-	return 0;
-}
-
-/* ---- names ---- */
-
-/*
- * Normalize the entry name @raw into t->path: "./" and empty components
- * dropped, a leading '/' removed, ".." refused. *@depth: components.
- */
-static int normalize(struct tar *t, const char *raw, size_t *depth)
-{
-	size_t len = strlen(raw), out = 0;
-	const char *p = raw;
-
-	*depth = 0;
-	if (len + 1 > t->path_cap) {
-		char *v = realloc(t->path, len + 1);
-
-		if (!v)
-			return -ENOMEM;
-		t->path = v;
-		t->path_cap = len + 1;
-	}
-	if (*p == '/' && !t->warned_absolute) {
-		kiln_log(&t->b->lg, KILN_LOG_WARN,
-			 "%s: removing leading '/' from member names", t->src);
-		t->warned_absolute = true;
-	}
-	while (*p) {
-		const char *end = strchrnul(p, '/');
-		size_t clen = (size_t)(end - p);
-
-		if (clen == 2 && p[0] == '.' && p[1] == '.')
-			return tar_fail(t, EPERM, "member name contains '..'");
-		if (clen > EROFS_NAME_LEN)
-			return tar_fail(t, ENAMETOOLONG,
-					"name component longer than 255 bytes");
-		if (clen && !(clen == 1 && *p == '.')) {
-			if (out)
-				t->path[out++] = '/';
-			memcpy(t->path + out, p, clen);
-			out += clen;
-			if (++*depth > TAR_MAX_DEPTH)
-				return tar_fail(t, ELOOP, "path too deep");
-		}
-		p = *end ? end + 1 : end;
-	}
-	t->path[out] = '\0';
-	return 0;
-}
-
-/* Whether the path or one of its parents matches an exclude pattern. */
-static bool excluded(const struct tar *t)
-{
-	const struct kiln_build_opts *o = &t->b->opts;
-	char *p = t->path;
-	bool hit = false;
-
-	if (!o->nr_excludes || !*p)
-		return false;
-	for (char *end = p;; end++) {
-		if (*end && *end != '/')
-			continue;
-		char saved = *end;
-		const char *name = end;
-
-		*end = '\0';
-		while (name > p && name[-1] != '/')
-			name--;
-		for (size_t i = 0; !hit && i < o->nr_excludes; i++)
-			hit = !fnmatch(o->excludes[i], p, 0) ||
-			      !fnmatch(o->excludes[i], name, 0);
-		*end = saved;
-		if (hit || !saved)
-			return hit;
-	}
-}
-
-/*
- * Find the directory holding the last component of t->path (creating
- * implicit parents on the way); *@name and *@len: that component.
- */
-static int walk_parents(struct tar *t, bool create, struct kiln_node **dirp,
-			const char **name, size_t *len)
-{
-	struct kiln_node *dir = t->b->root;
-	char *p = t->path;
-
-	for (;;) {
-		char *slash = strchr(p, '/');
-		struct kiln_dentry *d;
-		struct kiln_node *n;
-		int err;
-
-		if (!slash) {
-			*dirp = dir;
-			*name = p;
-			*len = strlen(p);
-			return 0;
-		}
-		d = child_find(t, dir, p, (size_t)(slash - p));
-		if (d && !S_ISDIR(d->node->mode))
-			return tar_fail(t, ENOTDIR, "parent '%.*s' is not a "
-					"directory", (int)(slash - t->path),
-					t->path);
-		if (!d && !create)
-			return -ENOENT;
-		if (!d) {
-			err = node_new(t, &n);
-			if (!err)
-				err = child_add(t, dir, p, (size_t)(slash - p), n);
-			if (err)
-				return err;
-			/* mode 0755, root's, the build time (set at the end) */
-			n->mode = S_IFDIR | 0755;
-			n->flags = KILN_NODE_IMPLICIT;
-		} else {
-			n = d->node;
-		}
-		dir = n;
-		p = slash + 1;
-	}
-}
-
-/* ---- attributes ---- */
-
-static int entry_xattrs(struct tar *t, struct kiln_node *n,
-			struct archive_entry *e)
-{
-	const char *name, *suffix;
-	const void *value;
-	size_t size;
-
-	free(n->xattrs);
-	n->xattrs = NULL;
-	n->nr_xattrs = 0;
-	if ((t->b->opts.flags & KILN_BUILD_NO_XATTRS) ||
-	    !archive_entry_xattr_reset(e))
-		return 0;
-	while (archive_entry_xattr_next(e, &name, &value, &size) ==
-	       ARCHIVE_OK) {
-		unsigned int index = kiln_xattr_prefix(name, &suffix);
-		struct kiln_xattr_item *item, **v;
-		int err;
-
-		if (index == EROFS_XATTR_INDEX_TRUSTED && t->strip_whiteouts &&
-		    !strcmp(suffix, "overlay.opaque"))
-			continue;
-
-		if (!index) {
-			kiln_log(&t->b->lg, KILN_LOG_WARN,
-				 "%s: xattr %s: namespace not supported by "
-				 "EROFS, skipped", t->label, name);
-			continue;
-		}
-		if (strlen(suffix) > EROFS_NAME_LEN)
-			return tar_fail(t, ENAMETOOLONG, "xattr name longer "
-					"than 255 bytes after its prefix");
-		if (size > UINT16_MAX)
-			return tar_fail(t, E2BIG, "xattr %s: value larger than "
-					"65535 bytes", name);
-		if (n->nr_xattrs == UINT16_MAX)
-			return tar_fail(t, E2BIG, "too many xattrs");
-		err = kiln_xattr_intern(&t->b->xt, index, suffix,
-					strlen(suffix), value, size, &item);
-		if (err)
-			return err;
-		v = realloc(n->xattrs, (n->nr_xattrs + 1u) * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		n->xattrs = v;
-		v[n->nr_xattrs++] = item;
-	}
-	kiln_xattr_sort(n->xattrs, &n->nr_xattrs);
-	return 0;
-}
-
-/*
- * Type, permissions, owner, mtime, target/rdev/size, xattrs and ACLs of
- * @e; with @whiteout, @n becomes the overlayfs whiteout (a character
- * device 0:0) with @e's metadata.
- */
-static int entry_attrs(struct tar *t, struct kiln_node *n,
-		       struct archive_entry *e, bool whiteout)
-{
-	struct kiln_build *b = t->b;
-	la_int64_t uid = archive_entry_uid(e), gid = archive_entry_gid(e);
-	unsigned int type = archive_entry_filetype(e);
-	long nsec;
-	int err;
-
-	if (uid < 0 || uid > UINT32_MAX || gid < 0 || gid > UINT32_MAX)
-		return tar_fail(t, ERANGE, "owner %lld:%lld out of range",
-				(long long)uid, (long long)gid);
-	n->mode = type | (archive_entry_perm(e) & 07777);
-	n->flags &= ~(unsigned int)KILN_NODE_IMPLICIT;
-	err = kiln_owner_set(b, n, (uint32_t)uid, (uint32_t)gid, t->label);
-	if (err)
-		return err;
-	n->mtime = archive_entry_mtime_is_set(e) ? archive_entry_mtime(e) : 0;
-	nsec = archive_entry_mtime_is_set(e) ? archive_entry_mtime_nsec(e) : 0;
-	n->mtime_nsec = nsec >= 0 && nsec < 1000000000 ? (uint32_t)nsec : 0;
-	/*
-	 * Before 3.8.1, libarchive reads the pax time "-4.25" as (-4, 0.25 s)
-	 * instead of (-5, 0.75 s); a time in (-1, 0) even loses its sign.
-	 */
-	if (archive_version_number() < 3008001 && n->mtime < 0 &&
-	    n->mtime_nsec) {
-		n->mtime -= 1;
-		n->mtime_nsec = 1000000000u - n->mtime_nsec;
-	}
-	if (n->mtime > b->newest_mtime)
-		b->newest_mtime = n->mtime;
-	switch (type) {
-	case AE_IFREG: {
-		la_int64_t size = archive_entry_size(e);
-
-		if (size < 0)
-			return tar_fail(t, EINVAL, "negative size");
-		n->size = (uint64_t)size;
-		break;
-	}
-	case AE_IFDIR:
-		break;
-	case AE_IFLNK: {
-		const char *target = archive_entry_symlink(e);
-		size_t len = target ? strlen(target) : 0;
-
-		if (!len)
-			return tar_fail(t, EINVAL, "empty symlink target");
-		if (len > EROFS_SYMLINK_MAX)
-			return tar_fail(t, ENAMETOOLONG,
-					"symlink target longer than 4095 bytes");
-		free(n->target);
-		n->target = strdup(target);
-		if (!n->target)
-			return -ENOMEM;
-		n->size = len;
-		break;
-	}
-	case AE_IFCHR:
-	case AE_IFBLK:
-		n->rdev = kiln_inode_encode_rdev(
-			makedev(archive_entry_rdevmajor(e),
-				archive_entry_rdevminor(e)));
-		break;
-	case AE_IFIFO:
-	case AE_IFSOCK:
-		break;
-	default:
-		return tar_fail(t, EOPNOTSUPP, "unsupported entry type 0%o",
-				type);
-	}
-	if (whiteout) {
-		n->flags |= KILN_NODE_WHITEOUT;
-		n->mode = S_IFCHR | (n->mode & 07777);
-		n->rdev = 0;
-		n->size = 0;
-		free(n->target);
-		n->target = NULL;
-	}
-	err = entry_xattrs(t, n, e);
-	if (!err)
-		err = kiln_tar_acls(b, n, e, t->label);
-	/* now, before the data streams: the xattrs shape an inline tail */
-	if (!err)
-		err = kiln_xattr_set_label(b, n, t->path, t->label);
-	return err;
 }
 
 /* ---- file data ---- */
@@ -536,7 +130,7 @@ static int sparse_map(struct tar *t, struct kiln_node *n,
 		    (uint64_t)len > n->size - (uint64_t)off ||
 		    (k && (uint64_t)off < ext[k - 1].end)) {
 			free(ext);
-			return tar_fail(t, EIO, "bad sparse map");
+			return kiln_tar_fail(t, EIO, "bad sparse map");
 		}
 		if (!len)
 			continue;
@@ -547,11 +141,12 @@ static int sparse_map(struct tar *t, struct kiln_node *n,
 	}
 	if (n->size - data > TAR_HOLES_MAX) {
 		free(ext);
-		return tar_fail(t, EFBIG, "sparse file of %llu bytes with %llu "
-				"bytes of data: holes over %llu bytes are "
-				"refused", (unsigned long long)n->size,
-				(unsigned long long)data,
-				(unsigned long long)TAR_HOLES_MAX);
+		return kiln_tar_fail(t, EFBIG, "sparse file of %llu bytes "
+				     "with %llu bytes of data: holes over %llu "
+				     "bytes are refused",
+				     (unsigned long long)n->size,
+				     (unsigned long long)data,
+				     (unsigned long long)TAR_HOLES_MAX);
 	}
 	if (data < n->size)
 		n->flags |= KILN_NODE_SPARSE;
@@ -614,44 +209,16 @@ static int item_process(void *ctx, void *item, unsigned int worker)
 
 /* ---- uncompressed data and dedupe ---- */
 
-/* The slot of @len in @set (@cap slots), or the free one it would take. */
-static size_t flat_len_slot(const uint64_t *set, size_t cap, uint64_t len)
-{
-	size_t i = (size_t)XXH3_64bits(&len, sizeof(len)) & (cap - 1);
-
-	while (set[i] && set[i] != len)
-		i = (i + 1) & (cap - 1);
-	return i;
-}
-
 static bool flat_len_known(const struct tar *t, uint64_t len)
 {
-	return len && t->cap_flat_lens &&
-	       t->flat_lens[flat_len_slot(t->flat_lens, t->cap_flat_lens,
-					  len)] == len;
+	return len && kiln_u64map_get(&t->flat_lens, len);
 }
 
 static int flat_len_add(struct tar *t, uint64_t len)
 {
-	if (!len || flat_len_known(t, len))
-		return 0;
-	if ((t->nr_flat_lens + 1) * 2 > t->cap_flat_lens) {
-		size_t cap = t->cap_flat_lens ? 2 * t->cap_flat_lens : 64;
-		uint64_t *v = calloc(cap, sizeof(*v));
+	int r = len ? kiln_u64map_insert(&t->flat_lens, len, NULL) : 0;
 
-		if (!v)
-			return -ENOMEM;
-		for (size_t i = 0; i < t->cap_flat_lens; i++)
-			if (t->flat_lens[i])
-				v[flat_len_slot(v, cap, t->flat_lens[i])] =
-					t->flat_lens[i];
-		free(t->flat_lens);
-		t->flat_lens = v;
-		t->cap_flat_lens = cap;
-	}
-	t->flat_lens[flat_len_slot(t->flat_lens, t->cap_flat_lens, len)] = len;
-	t->nr_flat_lens++;
-	return 0;
+	return r < 0 ? r : 0;
 }
 
 /*
@@ -855,7 +422,7 @@ static int big_store_raw(struct tar *t, struct tar_big *g,
 	struct kiln_zfile *flat = NULL;
 	int err = 0;
 
-	if (!zc->dd)
+	if (!kiln_zctx_dedupe(zc))
 		return kiln_data_write_stream_raw(b, n, g->label, big_read, g,
 						  g->ext, g->nr, NULL);
 	if (flat_may_match(t, n->size)) {
@@ -1188,9 +755,9 @@ static int entry_data(struct tar *t, struct kiln_node *n,
 	    data > (uint64_t)UINT32_MAX << b->blkszbits) {
 		/* stored as it is, the data alone would not fit in an image */
 		free(ext);
-		return tar_fail(t, EFBIG, "%llu bytes of data: more than an "
-				"image of 2^32 blocks holds",
-				(unsigned long long)data);
+		return kiln_tar_fail(t, EFBIG, "%llu bytes of data: more "
+				     "than an image of 2^32 blocks holds",
+				     (unsigned long long)data);
 	}
 	if (n->size <= TAR_ITEM_MAX)
 		err = entry_data_item(t, n, ext, nr);
@@ -1220,21 +787,16 @@ static int hardlink_data(struct tar *t, struct archive_entry *e,
 	int err;
 
 	if (!S_ISREG(old->mode) || archive_entry_filetype(e) != AE_IFREG)
-		return tar_fail(t, EOPNOTSUPP, "hardlink entry carrying data "
-				"is not a regular file");
-	err = node_new(t, &n);
+		return kiln_tar_fail(t, EOPNOTSUPP,
+				     "hardlink entry carrying data is not a regular file");
+	err = kiln_tar_node_new(t, &n);
 	if (!err)
-		err = entry_attrs(t, n, e, false);
+		err = kiln_tar_entry_attrs(t, n, e, false);
 	if (!err)
 		err = entry_data(t, n, e);
 	if (err)
 		return err;
-	for (size_t i = 0; i < t->cap; i++) {
-		struct name_slot *s = &t->slots[i];
-
-		if (s->dir && s->dir->children[s->idx].node == old)
-			s->dir->children[s->idx].node = n;
-	}
+	kiln_tar_names_relink(t, old, n);
 	*target = n;
 	return 0;
 }
@@ -1254,18 +816,18 @@ static int entry_hardlink(struct tar *t, struct archive_entry *e,
 	saved = strndup(name, len);
 	if (!saved)
 		return -ENOMEM;
-	err = normalize(t, archive_entry_hardlink(e), &depth);
+	err = kiln_tar_normalize(t, archive_entry_hardlink(e), &depth);
 	if (!err && !depth)
-		err = tar_fail(t, EPERM, "hardlink to the root");
+		err = kiln_tar_fail(t, EPERM, "hardlink to the root");
 	if (!err)
-		err = walk_parents(t, false, &tdir, &tname, &tlen);
-	d = err ? NULL : child_find(t, tdir, tname, tlen);
+		err = kiln_tar_walk_parents(t, false, &tdir, &tname, &tlen);
+	d = err ? NULL : kiln_tar_child_find(t, tdir, tname, tlen);
 	if (!err && !d)
 		err = -ENOENT;
 	if (err == -ENOENT)
-		err = tar_fail(t, ENOENT, "hardlink target '%s' not earlier "
-			       "in the archive (or excluded)",
-			       archive_entry_hardlink(e));
+		err = kiln_tar_fail(t, ENOENT, "hardlink target '%s' not earlier "
+				    "in the archive (or excluded)",
+				    archive_entry_hardlink(e));
 	if (err) {
 		free(saved);
 		return err;
@@ -1273,14 +835,14 @@ static int entry_hardlink(struct tar *t, struct archive_entry *e,
 	target = d->node;
 	if (S_ISDIR(target->mode)) {
 		free(saved);
-		return tar_fail(t, EPERM, "hardlink to a directory");
+		return kiln_tar_fail(t, EPERM, "hardlink to a directory");
 	}
 	if (archive_entry_size_is_set(e) && archive_entry_size(e) > 0) {
 		/* tar readers disagree on such data: only cpio's is clear */
 		if ((archive_format(t->a) & ARCHIVE_FORMAT_BASE_MASK) !=
 		    ARCHIVE_FORMAT_CPIO)
-			err = tar_fail(t, EOPNOTSUPP, "hardlink entry carrying "
-				       "data not supported");
+			err = kiln_tar_fail(t, EOPNOTSUPP,
+					    "hardlink entry carrying data not supported");
 		else
 			err = hardlink_data(t, e, &target);
 		if (err) {
@@ -1288,11 +850,11 @@ static int entry_hardlink(struct tar *t, struct archive_entry *e,
 			return err;
 		}
 	}
-	d = child_find(t, dir, saved, len);
+	d = kiln_tar_child_find(t, dir, saved, len);
 	if (d)
 		d->node = target;	/* replaces what was there */
 	else
-		err = child_add(t, dir, saved, len, target);
+		err = kiln_tar_child_add(t, dir, saved, len, target);
 	free(saved);
 	return err;
 }
@@ -1336,7 +898,8 @@ static int entry_whiteout(struct tar *t, struct archive_entry *e,
 		return 0;
 	}
 	if (*kind == KILN_WH_BAD)
-		return tar_fail(t, EINVAL, "whiteout '%s' names no file", base);
+		return kiln_tar_fail(t, EINVAL, "whiteout '%s' names no file",
+				     base);
 	return 0;
 }
 
@@ -1350,22 +913,23 @@ static int tar_entry(struct tar *t, struct archive_entry *e)
 	int err;
 
 	if (!raw)
-		return tar_fail(t, EINVAL, "entry without a usable name");
+		return kiln_tar_fail(t, EINVAL, "entry without a usable name");
 	snprintf(t->label, sizeof(t->label), "%s: %s", t->src, raw);
-	err = normalize(t, raw, &depth);
-	if (err || excluded(t))
+	err = kiln_tar_normalize(t, raw, &depth);
+	if (err || kiln_tar_excluded(t))
 		return err;
 	if (!depth) {
 		/* "./": the root's own attributes */
 		if (archive_entry_hardlink(e) ||
 		    archive_entry_filetype(e) != AE_IFDIR)
-			return tar_fail(t, EPERM, "the root must be a directory");
-		return entry_attrs(t, t->b->root, e, false);
+			return kiln_tar_fail(t, EPERM,
+					     "the root must be a directory");
+		return kiln_tar_entry_attrs(t, t->b->root, e, false);
 	}
 	err = entry_whiteout(t, e, &whiteout);
 	if (err || whiteout == KILN_WH_META)
 		return err;
-	err = walk_parents(t, true, &dir, &name, &len);
+	err = kiln_tar_walk_parents(t, true, &dir, &name, &len);
 	if (err)
 		return err;
 	if (whiteout == KILN_WH_OPAQUE) {
@@ -1380,13 +944,14 @@ static int tar_entry(struct tar *t, struct archive_entry *e)
 	} else if (archive_entry_hardlink(e)) {
 		return entry_hardlink(t, e, dir, name, len);
 	}
-	d = child_find(t, dir, name, len);
+	d = kiln_tar_child_find(t, dir, name, len);
 	if (d && S_ISDIR(d->node->mode) && !whiteout &&
 	    archive_entry_filetype(e) == AE_IFDIR)
-		return entry_attrs(t, d->node, e, false); /* keeps its children */
-	err = node_new(t, &n);
+		/* keeps its children */
+		return kiln_tar_entry_attrs(t, d->node, e, false);
+	err = kiln_tar_node_new(t, &n);
 	if (!err)
-		err = entry_attrs(t, n, e, whiteout == KILN_WH_FILE);
+		err = kiln_tar_entry_attrs(t, n, e, whiteout == KILN_WH_FILE);
 	if (!err && S_ISREG(n->mode))
 		err = entry_data(t, n, e);
 	if (err)
@@ -1395,7 +960,7 @@ static int tar_entry(struct tar *t, struct archive_entry *e)
 		d->node = n;		/* the old node may now be unreachable */
 		return 0;
 	}
-	return child_add(t, dir, name, len, n);
+	return kiln_tar_child_add(t, dir, name, len, n);
 }
 
 /* ---- the tree once the stream has ended ---- */
@@ -1447,9 +1012,7 @@ static int tar_finish(struct tar *t)
 
 	if (!order)
 		return -ENOMEM;
-	free(t->slots);			/* names are sorted in place below */
-	t->slots = NULL;
-	t->cap = t->used = 0;
+	kiln_tar_names_drop(t);	/* names are sorted in place below */
 	if (b->newest_mtime == INT64_MIN)
 		b->newest_mtime = 0;	/* an empty archive */
 	now = (b->opts.flags & KILN_BUILD_BUILD_TIME) ? b->opts.build_time
@@ -1598,11 +1161,12 @@ int kiln_tar_scan(struct kiln_build *b)
 	struct archive_entry *e;
 	int err;
 
+	kiln_u64map_init(&t.flat_lens);
 	t.src = strcmp(b->source, "-") ? b->source : "<stdin>";
 	t.whiteouts = kiln_whiteouts_mode(&b->opts);
 	t.strip_whiteouts = t.whiteouts == KILN_WHITEOUTS_STRIP;
 	snprintf(t.label, sizeof(t.label), "%s", t.src);
-	err = node_new(&t, &b->root);
+	err = kiln_tar_node_new(&t, &b->root);
 	if (err)
 		return err;
 	b->root->mode = S_IFDIR | 0755;
@@ -1660,8 +1224,8 @@ int kiln_tar_scan(struct kiln_build *b)
 		err = tar_finish(&t);
 	if (t.a)
 		archive_read_free(t.a);
-	free(t.slots);
+	kiln_tar_names_drop(&t);
 	free(t.path);
-	free(t.flat_lens);
+	kiln_u64map_release(&t.flat_lens);
 	return err;
 }

@@ -1,17 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests for lib/builder/zdedupe.c: a hash match alone never shares data;
- * candidates are confirmed byte for byte, in the image or in the buffer
- * being committed, and must agree on stored length, decoded length and
- * format.
+ * Tests for lib/builder/compress/dedupe.c: a hash match alone never shares
+ * data; candidates are confirmed byte for byte, in the image or in the buffer
+ * being committed, and must agree on stored length, decoded length and format.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "builder/compress/dedupe.h"
 #include "builder/output.h"
-#include "builder/zdedupe.h"
 #include "tap.h"
 
 struct fixture {

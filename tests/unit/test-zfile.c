@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests for lib/builder/zfile.c, zpack.c and zctx.c: files are compressed
- * into a real image file through kiln_out, then every extent's pcluster is
- * read back, checked against the rules a kernel enforces (front padding
- * only, stream ends at plen, exact decoded length, raw when not worth it)
- * and decoded with the codec's own decoder.
+ * Tests for lib/builder/compress/file.c, compress/pcluster.c and
+ * compress/ctx.c: files are compressed into a real image file through kiln_out,
+ * then every extent's pcluster is read back, checked against the rules a kernel
+ * enforces (front padding only, stream ends at plen, exact decoded length, raw
+ * when not worth it) and decoded with the codec's own decoder.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -14,8 +14,8 @@
 
 #include <kiln/builder.h>
 
+#include "builder/compress/internal.h"
 #include "builder/output.h"
-#include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/endian.h"
 #include "util/checked.h"

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests for lib/builder/zfrag.c (the fragment buffer: append, dedupe,
+ * Tests for lib/builder/compress/frag.c (the fragment buffer: append, dedupe,
  * spill to a temporary file) and for how compressed files hand their
- * tails to it (zpack.c fragments, kiln_zfile_commit()).
+ * tails to it (compress/pcluster.c fragments, kiln_zfile_commit()).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -15,9 +15,9 @@
 
 #include <kiln/builder.h>
 
+#include "builder/compress/frag.h"
+#include "builder/compress/internal.h"
 #include "builder/output.h"
-#include "builder/zfrag.h"
-#include "builder/zinternal.h"
 #include "tap.h"
 
 static void fill(uint8_t *p, size_t n, uint32_t seed)

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests for lib/builder/zindex.c: maps are encoded from hand-made extent
- * lists and read back with a small decoder written here from the format
+ * Tests for lib/builder/compress/index.c: maps are encoded from hand-made
+ * extent lists and read back with a small decoder written here from the format
  * notes (7.4-7.11), independent of the encoder.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "builder/zinternal.h"
+#include "builder/compress/internal.h"
 #include "format/erofs_fs.h"
 #include "util/endian.h"
 #include "tap.h"

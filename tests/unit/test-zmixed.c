@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests for the raw/compressed choice in lib/builder/zpack.c and zseg.c:
- * files mixing incompressible and compressible runs get raw pclusters for
- * the first and compressed ones for the second, in any order, in both
- * layouts; a file is handed back to be stored uncompressed only when all
+ * Tests for the raw/compressed choice in lib/builder/compress/pcluster.c and
+ * compress/segment.c: files mixing incompressible and compressible runs get raw
+ * pclusters for the first and compressed ones for the second, in any order, in
+ * both layouts; a file is handed back to be stored uncompressed only when all
  * of it stays raw (and it is one segment).
  */
 #include <errno.h>
@@ -12,7 +12,7 @@
 
 #include <kiln/builder.h>
 
-#include "builder/zinternal.h"
+#include "builder/compress/internal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 #include "tap.h"

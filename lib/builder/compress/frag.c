@@ -20,7 +20,7 @@
 
 #include <xxhash.h>
 
-#include "builder/zfrag.h"
+#include "builder/compress/frag.h"
 #include "util/checked.h"
 #include "util/fileio.h"
 

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Compressed regular files, as the rest of the builder sees them: the data
- * is compressed and its pclusters written by kiln_zfile_write(); the map
- * (header + lcluster index or extent table + inline tail) is laid out later,
- * once the inode's position is known, by kiln_zfile_map_size() and
- * kiln_zfile_map_encode().
+ * Compression, as the rest of the builder sees it: the per-build context,
+ * compressed regular files, the packed inode, compress hints and the plan
+ * of shifted dedupe. A file's data is compressed and its pclusters written
+ * by kiln_zfile_write(); the map (header + lcluster index or extent table +
+ * inline tail) is laid out later, once the inode's position is known, by
+ * kiln_zfile_map_size() and kiln_zfile_map_encode(). Nothing outside
+ * lib/builder/compress/ includes another of its headers (internal.h,
+ * dedupe.h, frag.h), unit tests aside.
  */
-#ifndef KILN_BUILDER_ZFILE_H
-#define KILN_BUILDER_ZFILE_H
+#ifndef KILN_BUILDER_COMPRESS_H
+#define KILN_BUILDER_COMPRESS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -16,9 +19,12 @@
 
 #include <kiln/codec.h>
 
+struct kiln_build;		/* lib/builder/internal.h */
+struct kiln_node;
 struct kiln_out;		/* lib/builder/output.h */
-struct kiln_zctx;		/* per-build compression state (zctx.c) */
+struct kiln_zctx;		/* per-build compression state (ctx.c) */
 struct kiln_zfile;		/* one file's extents and map settings */
+struct kiln_zshift;		/* the plan of shifted dedupe (shifted.c) */
 struct kiln_build_opts;
 struct kiln_logger;
 
@@ -42,8 +48,6 @@ void kiln_zctx_free(struct kiln_zctx *zc);
  */
 void kiln_zctx_features(const struct kiln_zctx *zc, uint32_t *incompat,
 			uint16_t *u1);
-/* True when @zc maps files as 48-bit extents (images for Linux 6.15+). */
-bool kiln_zctx_extents(const struct kiln_zctx *zc);
 /*
  * True when images made with @zc are for Linux 6.15+ anyway (the 48-bit
  * layout: extents, or the metabox): classic files may then be mapped by
@@ -52,6 +56,11 @@ bool kiln_zctx_extents(const struct kiln_zctx *zc);
 bool kiln_zctx_48bit(const struct kiln_zctx *zc);
 /* True when @zc shares identical pclusters (dedupe). */
 bool kiln_zctx_dedupe(const struct kiln_zctx *zc);
+/*
+ * True when a regular file of @size bytes compressed with @zc goes whole
+ * into the packed inode (fragments on, @size at most a pcluster).
+ */
+bool kiln_zctx_fragment_whole(const struct kiln_zctx *zc, uint64_t size);
 /*
  * Encode the compression config records that follow the superblock,
  * starting at image byte @pos (1024 + superblock size), into @dst. Returns
@@ -105,12 +114,12 @@ int kiln_zfile_compress(struct kiln_zctx *zc, kiln_src_read_fn read,
 			void *read_ctx, uint64_t size, struct kiln_zfile **zf);
 
 /*
- * Where extents must end (shifted dedupe, zshift.h): file offsets, sorted,
- * strictly inside the file. The extents layout starts an extent at each
- * (its fixed-size extents then continue from there); the classic layout
- * ends the pcluster before each and fills the next ones from there, except
- * at a cut in the lcluster where that pcluster starts (an lcluster holds
- * one extent start).
+ * Where extents must end (shifted dedupe, kiln_zshift_cuts()): file offsets,
+ * sorted, strictly inside the file. The extents layout starts an extent at each
+ * (its fixed-size extents then continue from there); the classic layout ends
+ * the pcluster before each and fills the next ones from there, except at a cut
+ * in the lcluster where that pcluster starts (an lcluster holds one extent
+ * start).
  */
 struct kiln_zcuts {
 	const uint64_t *at;
@@ -141,28 +150,6 @@ int kiln_zfile_flat_find(struct kiln_zfile *zf, uint64_t len,
 int kiln_zfile_flat_add(struct kiln_zfile *zf, uint64_t len, uint64_t pstart);
 size_t kiln_zfile_held_bytes(const struct kiln_zfile *zf);
 int kiln_zfile_commit(struct kiln_zfile *zf, struct kiln_out *out);
-
-/*
- * Byte-packed commits, for maps of extent records (48-bit images): each
- * pcluster goes right after the previous one, at any byte, stripped of
- * the zero padding that filled its blocks (raw ones keep their bytes),
- * and each commit continues where the last one ended instead of from a
- * new block. The bytes of the last, partly filled block wait in @bp for
- * the next commit or kiln_bytepack_finish(). No dedupe, no fragment: for
- * parts of a file that commits whole this way (the packed inode); its map
- * is then extent records (kiln_zindex_choose()). Nothing else may append
- * to @out in between.
- */
-struct kiln_bytepack {
-	uint8_t *buf;
-	size_t len, cap;
-	uint64_t addr;		/* image byte address of buf[0], on a block */
-	uint64_t total;		/* pcluster bytes committed */
-	bool started;
-};
-int kiln_zfile_commit_bytes(struct kiln_zfile *zf, struct kiln_out *out,
-			    struct kiln_bytepack *bp);
-int kiln_bytepack_finish(struct kiln_bytepack *bp, struct kiln_out *out);
 
 /*
  * A big file in segments, so one file also uses every worker and memory
@@ -212,5 +199,120 @@ int kiln_zfile_map_encode(const struct kiln_zfile *zf, uint64_t meta_end,
 int kiln_zfile_drop_inline(struct kiln_zfile *zf, struct kiln_out *out);
 /* True when the map has an inline tail (size depends on position). */
 bool kiln_zfile_has_inline(const struct kiln_zfile *zf);
+
+/* segment.c: compressing in segments */
+/*
+ * Input bytes per segment of a big compressed file (pipeline.c): a multiple
+ * of every extent size (at most 1 MiB) and a constant, so any -j cuts files
+ * at the same places. Only a file of one segment that stays all raw is
+ * stored uncompressed (segment.c).
+ */
+#define KILN_ZSEG_SIZE	(8ull << 20)
+
+enum kiln_zseg_flags {
+	KILN_ZSEG_CONT	= 1u << 0,	/* not the first: never handed back raw */
+	KILN_ZSEG_MORE	= 1u << 1,	/* not the last: no inline tail */
+	KILN_ZSEG_PACKED = 1u << 2,	/* the packed inode: no fragment */
+	/*
+	 * A part read from a stream (tar): when the first part is handed back
+	 * raw, the rest of the file is not readable yet, so no hashes are
+	 * taken (the writer stores the file from the stream).
+	 */
+	KILN_ZSEG_STREAM = 1u << 3,
+	/*
+	 * The first part of a file of several: never handed back raw, its
+	 * raw pclusters stay in the compressed layout (segment.c).
+	 */
+	KILN_ZSEG_KEEP = 1u << 4,
+};
+
+/*
+ * kiln_zfile_compress_part() with @seg flags added to the part's
+ * own (KILN_ZSEG_PACKED for the packed inode's segments).
+ */
+int kiln_zfile_compress_segment(struct kiln_zctx *zc, kiln_src_read_fn read,
+				void *read_ctx, uint64_t off, uint64_t len,
+				uint64_t size, unsigned int seg,
+				const struct kiln_zcuts *cuts,
+				struct kiln_zfile **part);
+
+/*
+ * A zfile that only carries the dedupe hashes of a @size-byte file to be
+ * stored uncompressed (zf->flat), read again through @read.
+ */
+int kiln_zfile_flat_new(struct kiln_zctx *zc, kiln_src_read_fn read,
+			void *read_ctx, uint64_t size, struct kiln_zfile **zf);
+
+/*
+ * shifted.c: dedupe of data that recurs at other offsets (--dedupe-shifted).
+ * Before the data pass, every big compressed file is cut into content-defined
+ * chunks and each chunk is hashed; a chunk found in two different files (or
+ * twice in one) is "shared". The data pass then ends extents at both ends of
+ * every shared chunk, so each copy of it is compressed from the same first byte
+ * into the same pclusters, whatever its offset in its file, and pcluster dedupe
+ * stores them once. Files with nothing shared are cut nowhere: they compress
+ * exactly as without the option.
+ *
+ * Everything here depends on the file contents only (chunk boundaries
+ * come from a rolling hash of the last 64 bytes; counts are merged in tree
+ * order), so the image does not depend on the thread count.
+ *
+ * Read and chunk every regular file of b->order that is compressed (with
+ * dedupe) and long enough to hold two chunks; sets b->zshift
+ * (NULL when no file has a shared chunk). Returns 0 or a negative errno;
+ * a file that cannot be read now only gets no cuts (the data pass reports
+ * it).
+ */
+int kiln_zshift_plan(struct kiln_build *b);
+
+/*
+ * The cuts of node b->order[@idx] in *@cuts: false (and @cuts untouched)
+ * when it has none. Safe from any thread once the plan is made.
+ */
+bool kiln_zshift_cuts(const struct kiln_zshift *zs, size_t idx,
+		      struct kiln_zcuts *cuts);
+
+void kiln_zshift_free(struct kiln_zshift *zs);
+
+/* hints.c: compress hints */
+/*
+ * What the compress hints file @path asks of the kernel, read ahead of
+ * its parsing: the codecs its lines name (1u << enum kiln_codec_id) and
+ * the largest pcluster size a line gives. Lines it cannot read are left
+ * to kiln_zctx_load_hints(), which reports them; so is an unreadable file
+ * (then both stay 0).
+ */
+void kiln_hints_needs(const char *path, uint32_t *codecs,
+		      uint32_t *max_pcluster);
+/*
+ * The compression context for regular file @n: b->zctx, the one its
+ * compress hint names, or NULL when it is to be stored uncompressed.
+ */
+struct kiln_zctx *kiln_node_zctx(const struct kiln_build *b,
+				 const struct kiln_node *n);
+/*
+ * Choose @n's context now from @rel, its path relative to the root (for
+ * a node not yet linked into the tree, as a tar entry while it streams).
+ */
+void kiln_node_pick_zctx(const struct kiln_build *b, struct kiln_node *n,
+			 const char *rel);
+
+/* packed.c: the packed inode */
+/*
+ * After the data pass: store the fragment buffer as the packed inode (an
+ * unlinked regular file appended to b->nodes, b->packed). No-op without
+ * fragments.
+ */
+int kiln_packed_write(struct kiln_build *b);
+/*
+ * During the data pass, after the committer has placed files: hand the
+ * segments of the fragment buffer it has grown past to the workers
+ * (b->packer, made on first use). 0 or the first error of a segment.
+ */
+int kiln_packed_poll(struct kiln_build *b);
+/* Drop b->packer and what it holds (after a failure). */
+void kiln_packed_free(struct kiln_build *b);
+/* Whether the build collects fragments (and so has a packed inode). */
+bool kiln_packed_wanted(const struct kiln_build *b);
 
 #endif

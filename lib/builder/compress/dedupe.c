@@ -12,8 +12,9 @@
 
 #include <xxhash.h>
 
+#include "builder/compress/dedupe.h"
 #include "builder/output.h"
-#include "builder/zdedupe.h"
+#include "util/grow.h"
 
 /* fmt of an entry that is uncompressed file data, not a pcluster */
 #define ZDD_FLAT	0xFFu
@@ -184,15 +185,8 @@ int kiln_zdedupe_add_pending(struct kiln_zdedupe *dd, uint32_t plen,
 {
 	struct zdd_entry *e;
 
-	if (dd->nr_pending == dd->cap_pending) {
-		size_t cap = dd->cap_pending ? dd->cap_pending * 2 : 64;
-		struct zdd_entry **p = realloc(dd->pending, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		dd->pending = p;
-		dd->cap_pending = cap;
-	}
+	if (KILN_GROW(dd->pending, dd->cap_pending, dd->nr_pending + 1))
+		return -ENOMEM;
 	e = zdd_insert(dd, hash, plen, llen, fmt, rel);
 	if (!e)
 		return -ENOMEM;

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Dedupe table (zdedupe.c): pclusters and uncompressed file data already
+ * Dedupe table (dedupe.c): pclusters and uncompressed file data already
  * in the image, found by a hash that workers compute and confirmed byte
  * for byte. Lookups and additions are made by the one writer that commits
  * files, in commit order: not thread-safe (kiln_zdedupe_hash() is).
  */
-#ifndef KILN_BUILDER_ZDEDUPE_H
-#define KILN_BUILDER_ZDEDUPE_H
+#ifndef KILN_BUILDER_COMPRESS_DEDUPE_H
+#define KILN_BUILDER_COMPRESS_DEDUPE_H
 
 #include <stdbool.h>
 #include <stdint.h>

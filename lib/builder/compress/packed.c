@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The packed inode: the fragment buffer (file tails and small files,
- * zfrag.c) written as one more regular file, compressed like any other
+ * frag.c) written as one more regular file, compressed like any other
  * but never fragmented itself, linked from no directory and named by the
  * superblock's packed_nid. It is compressed in fixed segments by the
  * build's workers while the data pass still fills the buffer, and placed
@@ -12,13 +12,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "builder/compress/frag.h"
+#include "builder/compress/internal.h"
 #include "builder/internal.h"
 #include "builder/jobs.h"
 #include "builder/output.h"
-#include "builder/zfrag.h"
-#include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/grow.h"
 #include "util/threadpool.h"
 
 #define PACKED_COPY_SIZE	(1u << 20)
@@ -34,7 +35,7 @@
  * 74 KB smaller than 16 MiB ones and 64 MiB ones no smaller still.
  */
 #define PACKED_SEG_SIZE		(32ull << 20)
-/* Compressor output buffer each running segment holds (zpack.c). */
+/* Compressor output buffer each running segment holds (pcluster.c). */
 #define PACKED_SCRATCH		(1ull << 20)
 /* Compressed segments kept in memory until the end; more: a temp file. */
 #define PACKED_SPOOL_MEM	((size_t)8 << 20)
@@ -131,15 +132,8 @@ static int packed_commit(void *ctx, void *item)
 		pk->raw = it->raw;
 	if (pk->raw)
 		return 0;
-	if (pk->nr_parts == pk->cap_parts) {
-		size_t cap = pk->cap_parts ? 2 * pk->cap_parts : 16;
-		struct packed_part *v = realloc(pk->parts, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		pk->parts = v;
-		pk->cap_parts = cap;
-	}
+	if (KILN_GROW(pk->parts, pk->cap_parts, pk->nr_parts + 1))
+		return -ENOMEM;
 	pt = &pk->parts[pk->nr_parts];
 	pt->zf = it->zf;
 	pt->spool_off = 0;

@@ -10,10 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builder/compress/internal.h"
 #include "builder/output.h"
-#include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/grow.h"
 
 /*
  * Output is held back until a pcluster compresses: a file whose pclusters
@@ -128,15 +129,8 @@ struct zsink {
 
 static int zsink_reserve(struct zsink *s, size_t n, uint8_t **p, uint64_t *rel)
 {
-	if (s->len + n > s->cap) {
-		size_t cap = KILN_MAX(s->cap * 2, s->len + n);
-		uint8_t *nb = realloc(s->buf, cap);
-
-		if (!nb)
-			return -ENOMEM;
-		s->buf = nb;
-		s->cap = cap;
-	}
+	if (KILN_GROW(s->buf, s->cap, s->len + n))
+		return -ENOMEM;
 	*p = s->buf + s->len;
 	*rel = s->flushed + s->len;
 	s->len += n;
@@ -584,24 +578,193 @@ static int classic_skip(struct zpack *z, uint64_t *pos, uint64_t lim)
 	}
 }
 
-int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
-		       kiln_src_read_fn read, void *read_ctx,
-		       struct kiln_zfile *zf, const struct kiln_zcuts *cuts)
+/* One classic pass over a file: its pack state and what holds for all of it. */
+struct classic {
+	struct zpack z;
+	bool frags;		/* the tail may go to the packed inode */
+	bool tailpack;		/* the tail may go inline (ztailpacking) */
+	bool any_cut;		/* extent records: a cut anywhere applies */
+	bool shifted;		/* the file has cuts (shifted dedupe) */
+	uint64_t skip_lim;	/* raw runs are skipped up to here */
+};
+
+/*
+ * Input bytes for the pcluster at @pos: at most max_in, up to the next
+ * cut when it applies (*@at_cut).
+ */
+static size_t classic_window(struct classic *c, uint64_t pos, bool *at_cut)
+{
+	struct zpack *z = &c->z;
+	const struct kiln_zfile *zf = z->zf;
+	uint64_t rem = zf->size - pos;
+	size_t avail = (size_t)KILN_MIN(rem, (uint64_t)z->zc->max_in);
+	uint64_t cut = to_next_cut(z, pos);
+
+	/*
+	 * Shifted dedupe: the pcluster ends at the next cut, so every copy
+	 * of a shared chunk is packed from its first byte alike. Lcluster
+	 * indexes hold one extent start an lcluster: unless the image maps
+	 * files by extent records (48-bit), a cut in this pcluster's own
+	 * lcluster is passed over.
+	 */
+	*at_cut = cut < avail &&
+		  (c->any_cut ||
+		   ((zf->seg_off + pos) >> zf->lclusterbits) !=
+		   ((zf->seg_off + pos + cut) >> zf->lclusterbits));
+	if (*at_cut)
+		avail = (size_t)cut;
+	/*
+	 * A pcluster that starts at a cut is aimed afresh, so every copy of
+	 * the chunk fills the same pclusters whatever came before it.
+	 */
+	if (starts_at_cut(z, pos))
+		z->hint.last_in = z->hint.last_out = 0;
+	return avail;
+}
+
+/*
+ * The file's last bytes from *@pos, before they would be compressed into
+ * pclusters: stored as a fragment or inline when they qualify. *@stored:
+ * *@pos moved past what was stored (to the end for a tail).
+ */
+static int classic_tail(struct classic *c, uint64_t *pos, const uint8_t *src,
+			size_t avail, bool *stored)
+{
+	struct zpack *z = &c->z;
+	struct kiln_zctx *zc = z->zc;
+	const uint32_t bs = z->sink.bs;
+	const uint64_t size = z->zf->size;
+	const uint64_t rem = size - *pos;
+	bool done;
+	int err;
+
+	*stored = false;
+	/*
+	 * fragments: a remainder of at most FRAG_TAIL_MAX, raw (a pcluster
+	 * in a file cut for shifted dedupe, where one that compresses is
+	 * shared with the copies). In a file cut for shifted dedupe, one
+	 * that does not compress keeps its whole blocks, which copies share,
+	 * and only its last partial block goes to the packed inode.
+	 */
+	if (c->frags && rem <= zc->pcluster_size && rem >= bs && c->shifted) {
+		size_t probe = avail;
+		ssize_t r = classic_compress(z, src, &probe, zc->pcluster_size);
+
+		if (r < 0 && r != -ENOSPC)
+			return (int)r;
+		if (r == -ENOSPC) {
+			size_t in_len = rem / bs * bs;
+
+			*stored = true;
+			err = classic_put(z, *pos, src, in_len, r);
+			*pos += in_len;
+			return err ? err : zpack_after_put(z);
+		}
+	}
+	if (c->frags && rem <= avail &&
+	    rem <= (c->shifted ? (uint64_t)zc->pcluster_size :
+				 FRAG_TAIL_MAX(zc->pcluster_size))) {
+		err = set_fragment(z, *pos, src, (uint32_t)rem);
+		*stored = true;
+		*pos = size;
+		return err;
+	}
+	if (!c->tailpack || rem > ZTAIL_TRY_BLKS * bs)
+		return 0;
+	err = classic_try_inline(z, *pos, src, (uint32_t)rem, &done);
+	if (err || done) {
+		*stored = true;
+		*pos = size;
+	}
+	return err;
+}
+
+/*
+ * Compress the pcluster at @pos from @avail bytes of @src: the stream
+ * length with *@in_len bytes consumed, -ENOSPC to store raw, or another
+ * negative errno. ztailpacking: a last pcluster of k blocks whose stream
+ * is too big to inline becomes k-1 full blocks and a remainder small
+ * enough to inline, when that works out.
+ */
+static ssize_t classic_pcluster(struct classic *c, uint64_t pos,
+				const uint8_t *src, size_t avail,
+				size_t *in_len)
+{
+	struct zpack *z = &c->z;
+	struct kiln_zctx *zc = z->zc;
+	const uint32_t bs = z->sink.bs;
+	const uint64_t rem = z->zf->size - pos;
+	size_t part = avail;
+	ssize_t r, r2;
+
+	*in_len = avail;
+	r = classic_compress(z, src, in_len, zc->pcluster_size);
+	if (r <= 0 || !c->tailpack || *in_len != rem ||
+	    (size_t)r <= inline_cap(zc) || (size_t)r <= bs)
+		return r;
+	r2 = classic_compress(z, src, &part,
+			      (uint32_t)kiln_round_up((uint64_t)r, bs) - bs);
+	if (r2 > 0 && part < rem) {
+		*in_len = part;
+		return r2;
+	}
+	*in_len = avail;
+	return classic_compress(z, src, in_len, zc->pcluster_size);
+}
+
+/*
+ * Store the pcluster at *@pos that classic_pcluster() made (@r, @in_len),
+ * or its input raw, and move *@pos past it: the last extent of a file
+ * with fragments goes whole to the packed inode, one that fits inline
+ * (ztailpacking) goes there; after a raw one, a raw run is skipped.
+ */
+static int classic_store(struct classic *c, uint64_t *pos, const uint8_t *src,
+			 size_t avail, bool at_cut, size_t in_len, ssize_t r)
+{
+	struct zpack *z = &c->z;
+	struct kiln_zctx *zc = z->zc;
+	const uint64_t size = z->zf->size;
+	const uint64_t rem = size - *pos;
+	uint64_t at = *pos;
+	int err;
+
+	if (r > 0 && c->frags && in_len == rem) {
+		*pos = size;
+		return set_fragment(z, at, src, (uint32_t)rem);
+	}
+	if (r > 0 && c->tailpack && in_len == rem &&
+	    (size_t)r <= inline_cap(zc)) {
+		*pos = size;
+		return set_inline(z, at, (uint32_t)rem, z->tmp, (uint32_t)r,
+				  (uint8_t)(zc->ops->erofs_alg + 1));
+	}
+	if (r <= 0) {
+		in_len = classic_raw_len(zc, at, size,
+					 r == -ENOSPC ? avail : in_len);
+		if (at_cut)
+			in_len = KILN_MIN(in_len, avail);
+	} else {
+		z->raw_skip = 0;
+	}
+	err = classic_put(z, at, src, in_len, r);
+	*pos = at + in_len;
+	if (!err)
+		err = zpack_after_put(z);
+	/* shared chunks are packed alike from every cut: no skipping */
+	if (!err && r <= 0 && !c->shifted)
+		err = classic_skip(z, pos, c->skip_lim);
+	return err;
+}
+
+int kiln_pcluster_classic(struct kiln_zctx *zc, struct kiln_out *out,
+			  kiln_src_read_fn read, void *read_ctx,
+			  struct kiln_zfile *zf, const struct kiln_zcuts *cuts)
 {
 	const uint32_t bs = kiln_zctx_blksz(zc);
-	const bool frags = use_fragments(zc, zf);
-	/*
-	 * Only a file's last segment may end in an inline tail, and a tail
-	 * goes inline or to the packed inode, not both.
-	 */
-	const bool tailpack = (zc->flags & KILN_COMPRESS_ZTAILPACKING) &&
-			      !(zf->seg & KILN_ZSEG_MORE) && !frags;
-	const bool any_cut = kiln_zctx_48bit(zc);
 	/* the tail (inline, fragment, last pclusters) is never skipped */
 	const uint64_t tail_len = 2 * (uint64_t)zc->pcluster_size +
 				  ZTAIL_TRY_BLKS * bs;
-	const uint64_t skip_lim = zf->size > tail_len ? zf->size - tail_len : 0;
-	struct zpack z;
+	struct classic c;
 	uint64_t pos = 0;
 	int err;
 
@@ -609,143 +772,45 @@ int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
 	zf->lclusterbits = zc->blkszbits;
 	zf->big = zc->pcluster_size > bs;
 	zf->alg = zc->ops->erofs_alg;
-	err = zpack_init(&z, zc, out, read, read_ctx, zf, 2 * (size_t)zc->max_in);
+	err = zpack_init(&c.z, zc, out, read, read_ctx, zf,
+			 2 * (size_t)zc->max_in);
+	c.frags = use_fragments(zc, zf);
+	/*
+	 * Only a file's last segment may end in an inline tail, and a tail
+	 * goes inline or to the packed inode, not both.
+	 */
+	c.tailpack = (zc->flags & KILN_COMPRESS_ZTAILPACKING) &&
+		     !(zf->seg & KILN_ZSEG_MORE) && !c.frags;
+	c.any_cut = kiln_zctx_48bit(zc);
+	c.shifted = cuts && cuts->nr;
+	c.skip_lim = zf->size > tail_len ? zf->size - tail_len : 0;
 	/* probes may fill z.tmp, and the pclusters are stored by blocks */
-	z.hint.dst_room = z.tmp_cap;
-	z.hint.unit = bs;
-	z.cuts = cuts;
-	if (cuts && cuts->nr)
-		z.sink.decided = true;
+	c.z.hint.dst_room = c.z.tmp_cap;
+	c.z.hint.unit = bs;
+	c.z.cuts = cuts;
+	if (c.shifted)
+		c.z.sink.decided = true;
 	while (!err && pos < zf->size) {
-		uint64_t rem = zf->size - pos;
-		size_t avail = (size_t)KILN_MIN(rem, (uint64_t)zc->max_in);
-		uint64_t cut = to_next_cut(&z, pos);
-		/*
-		 * Shifted dedupe: the pcluster ends at the next cut, so every
-		 * copy of a shared chunk is packed from its first byte alike.
-		 * Lcluster indexes hold one extent start an lcluster: unless
-		 * the image maps files by extent records (48-bit), a cut in
-		 * this pcluster's own lcluster is passed over.
-		 */
-		bool at_cut = cut < avail &&
-			      (any_cut ||
-			       ((zf->seg_off + pos) >> zf->lclusterbits) !=
-			       ((zf->seg_off + pos + cut) >> zf->lclusterbits));
+		bool at_cut, stored;
+		size_t avail = classic_window(&c, pos, &at_cut), in_len;
 		const uint8_t *src;
-		size_t in_len;
 		ssize_t r;
 
-		if (at_cut)
-			avail = (size_t)cut;
-		/*
-		 * A pcluster that starts at a cut is aimed afresh, so every
-		 * copy of the chunk fills the same pclusters whatever came
-		 * before it.
-		 */
-		if (starts_at_cut(&z, pos))
-			z.hint.last_in = z.hint.last_out = 0;
-		in_len = avail;
-		err = zin_get(&z.in, pos, avail, &src);
-		if (err)
-			break;
-		/*
-		 * fragments: a remainder of at most FRAG_TAIL_MAX, raw (a
-		 * pcluster in a file cut for shifted dedupe, where one that
-		 * compresses is shared with the copies). In a file cut for
-		 * shifted dedupe, one that does not compress
-		 * keeps its whole blocks, which copies share, and only its
-		 * last partial block goes to the packed inode.
-		 */
-		if (frags && rem <= zc->pcluster_size && rem >= bs &&
-		    z.cuts && z.cuts->nr) {
-			size_t probe = avail;
-
-			r = classic_compress(&z, src, &probe,
-					     zc->pcluster_size);
-			if (r < 0 && r != -ENOSPC) {
-				err = (int)r;
-				break;
-			}
-			if (r == -ENOSPC) {
-				in_len = rem / bs * bs;
-				err = classic_put(&z, pos, src, in_len, r);
-				pos += in_len;
-				if (!err)
-					err = zpack_after_put(&z);
-				continue;
-			}
-		}
-		if (frags && rem <= avail &&
-		    rem <= (z.cuts && z.cuts->nr ?
-			    (uint64_t)zc->pcluster_size :
-			    FRAG_TAIL_MAX(zc->pcluster_size))) {
-			err = set_fragment(&z, pos, src, (uint32_t)rem);
-			break;
-		}
-		if (tailpack && rem <= ZTAIL_TRY_BLKS * bs) {
-			bool done;
-
-			err = classic_try_inline(&z, pos, src, (uint32_t)rem, &done);
-			if (err || done)
-				break;
-		}
-		r = classic_compress(&z, src, &in_len, zc->pcluster_size);
-		/*
-		 * ztailpacking: a last pcluster of k blocks whose stream is
-		 * too big to inline becomes k-1 full blocks and a remainder
-		 * small enough to inline, when that works out.
-		 */
-		if (r > 0 && tailpack &&
-		    in_len == rem && (size_t)r > inline_cap(zc) &&
-		    (size_t)r > bs) {
-			size_t part = avail;
-			ssize_t r2 = classic_compress(&z, src, &part,
-					(uint32_t)kiln_round_up((uint64_t)r, bs) - bs);
-
-			if (r2 > 0 && part < rem) {
-				r = r2;
-				in_len = part;
-			} else {
-				in_len = avail;
-				r = classic_compress(&z, src, &in_len,
-						     zc->pcluster_size);
-			}
-		}
+		err = zin_get(&c.z.in, pos, avail, &src);
+		if (!err)
+			err = classic_tail(&c, &pos, src, avail, &stored);
+		if (err || stored)
+			continue;
+		r = classic_pcluster(&c, pos, src, avail, &in_len);
 		if (r < 0 && r != -ENOSPC)
 			err = (int)r;
-		if (err)
-			break;
-		/* fragments: the last extent goes whole to the packed inode */
-		if (r > 0 && frags && in_len == rem) {
-			err = set_fragment(&z, pos, src, (uint32_t)rem);
-			break;
-		}
-		if (r > 0 && tailpack &&
-		    in_len == rem && (size_t)r <= inline_cap(zc)) {
-			err = set_inline(&z, pos, (uint32_t)rem, z.tmp,
-					 (uint32_t)r,
-					 (uint8_t)(zc->ops->erofs_alg + 1));
-			break;
-		}
-		if (r <= 0) {
-			in_len = classic_raw_len(zc, pos, zf->size,
-						 r == -ENOSPC ? avail : in_len);
-			if (at_cut)
-				in_len = KILN_MIN(in_len, avail);
-		} else {
-			z.raw_skip = 0;
-		}
-		err = classic_put(&z, pos, src, in_len, r);
-		pos += in_len;
-		if (!err)
-			err = zpack_after_put(&z);
-		/* shared chunks are packed alike from every cut: no skipping */
-		if (!err && r <= 0 && !(z.cuts && z.cuts->nr))
-			err = classic_skip(&z, &pos, skip_lim);
+		else
+			err = classic_store(&c, &pos, src, avail, at_cut,
+					    in_len, r);
 	}
 	if (!err)
-		err = zpack_finish(&z);
-	zpack_release(&z);
+		err = zpack_finish(&c.z);
+	zpack_release(&c.z);
 	return err;
 }
 
@@ -945,9 +1010,9 @@ static int extent_skip(struct zpack *z, uint64_t *pos, uint64_t lim)
 	}
 }
 
-int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
-		       kiln_src_read_fn read, void *read_ctx,
-		       struct kiln_zfile *zf, const struct kiln_zcuts *cuts)
+int kiln_pcluster_extents(struct kiln_zctx *zc, struct kiln_out *out,
+			  kiln_src_read_fn read, void *read_ctx,
+			  struct kiln_zfile *zf, const struct kiln_zcuts *cuts)
 {
 	const uint32_t L = zc->pcluster_size;
 	/* the last extents (a fragment, a short one) are never skipped */

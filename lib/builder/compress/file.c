@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * A compressed regular file as the builder sees it (zfile.h): write its
+ * A compressed regular file as the builder sees it (compress.h): write its
  * pclusters, then describe it (layout, blocks, map) to the inode writer.
  */
 #include <errno.h>
@@ -9,11 +9,12 @@
 
 #include <xxhash.h>
 
+#include "builder/compress/dedupe.h"
+#include "builder/compress/internal.h"
 #include "builder/output.h"
-#include "builder/zdedupe.h"
-#include "builder/zinternal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "util/grow.h"
 
 /* Largest file the writer holds in memory to dedupe its pclusters. */
 #define STREAM_DEDUPE_MAX	(64ull << 20)
@@ -205,7 +206,7 @@ void kiln_zfile_hash_held(struct kiln_zfile *zf)
  * block offset is the image's: the commit buffer starts on a block). Only
  * DEFLATE cares: its first non-zero byte must stay in the pcluster's
  * first block, and at least DEFLATE_LAST_PAGE_MIN stream bytes must land
- * on its last one (zpack.c).
+ * on its last one (pcluster.c).
  */
 static uint32_t place_gap(const struct kiln_zfile *zf,
 			  const struct kiln_zext *e, const uint8_t *pc,
@@ -219,7 +220,7 @@ static uint32_t place_gap(const struct kiln_zfile *zf,
 	while (lead < e->plen && !pc[lead])
 		lead++;
 	/*
-	 * lead is at most 2 (the shift zpack.c put there): at most 2 bytes
+	 * lead is at most 2 (the shift pcluster.c put there): at most 2 bytes
 	 * reach the next block, 2 more fix the end.
 	 */
 	for (uint32_t g = 0; g <= 4; g++) {
@@ -433,14 +434,8 @@ int kiln_zfile_commit_bytes(struct kiln_zfile *zf, struct kiln_out *out,
 		bp->addr = (uint64_t)kiln_out_next_blk(out) << zf->blkszbits;
 		bp->started = true;
 	}
-	if (need > bp->cap) {
-		uint8_t *v = realloc(bp->buf, need);
-
-		if (!v)
-			return -ENOMEM;
-		bp->buf = v;
-		bp->cap = need;
-	}
+	if (KILN_GROW(bp->buf, bp->cap, need))
+		return -ENOMEM;
 	for (size_t i = 0; i < zf->nr_ext; i++) {
 		struct kiln_zext *e = &zf->ext[i];
 		struct kiln_zext at = *e;
@@ -519,11 +514,11 @@ static int zfile_write(struct kiln_zctx *zc, struct kiln_out *out,
 	 */
 	pack_out = zc->dd && (!out || size <= STREAM_DEDUPE_MAX) ? NULL : out;
 	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS)
-		err = kiln_zpack_extents(zc, pack_out, read, read_ctx, zf,
-					 cuts);
+		err = kiln_pcluster_extents(zc, pack_out, read, read_ctx, zf,
+					    cuts);
 	else
-		err = kiln_zpack_classic(zc, pack_out, read, read_ctx, zf,
-					 cuts);
+		err = kiln_pcluster_classic(zc, pack_out, read, read_ctx, zf,
+					    cuts);
 	kiln_zindex_choose(zf);
 	if (!err && !pack_out && zc->dd)
 		kiln_zfile_hash_held(zf);

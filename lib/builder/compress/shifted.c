@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The plan of shifted-copy dedupe (zshift.h): content-defined chunks of
+ * The plan of shifted-copy dedupe (compress.h): content-defined chunks of
  * every big compressed file, counted over the distinct file contents, and
  * the cuts that make each shared chunk start and end an extent (a pcluster
  * in the classic layout).
@@ -14,12 +14,13 @@
 
 #include <xxhash.h>
 
+#include "builder/compress/compress.h"
 #include "builder/internal.h"
 #include "builder/jobs.h"
-#include "builder/zfile.h"
-#include "builder/zshift.h"
 #include "util/checked.h"
 #include "util/fileio.h"
+#include "util/grow.h"
+#include "util/u64map.h"
 
 /*
  * Chunks are CHUNK_MIN to CHUNK_MAX bytes long; past the minimum, a byte
@@ -56,19 +57,12 @@ struct kiln_zshift {
 	size_t nr, cap;
 };
 
-/* Open addressing, linear probing; key 0 marks an empty slot. */
-struct count_table {
-	uint64_t *keys;
-	uint32_t *counts;
-	size_t cap, nr;
-};
-
 /* The planning pass: one item per file, chunked by a worker. */
 struct plan {
 	struct kiln_build *b;
 	struct kiln_zshift *zs;
-	struct count_table chunks;	/* chunk key -> occurrences */
-	struct count_table contents;	/* file contents already counted */
+	struct kiln_u64map chunks;	/* chunk key -> occurrences */
+	struct kiln_u64map contents;	/* file contents already counted */
 	uint8_t **bufs;			/* one read buffer per worker */
 	unsigned int nr_bufs;
 	int err;			/* the committer's failure */
@@ -97,78 +91,16 @@ static void gear_init(void)
 	}
 }
 
-static int table_grow(struct count_table *t)
-{
-	size_t cap = t->cap ? t->cap * 2 : 1024;
-	uint64_t *keys = calloc(cap, sizeof(*keys));
-	uint32_t *counts = calloc(cap, sizeof(*counts));
-
-	if (!keys || !counts) {
-		free(keys);
-		free(counts);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < t->cap; i++) {
-		size_t j = t->keys[i] & (cap - 1);
-
-		if (!t->keys[i])
-			continue;
-		while (keys[j])
-			j = (j + 1) & (cap - 1);
-		keys[j] = t->keys[i];
-		counts[j] = t->counts[i];
-	}
-	free(t->keys);
-	free(t->counts);
-	t->keys = keys;
-	t->counts = counts;
-	t->cap = cap;
-	return 0;
-}
-
-/* The slot of @key, or NULL. */
-static uint32_t *table_find(const struct count_table *t, uint64_t key)
-{
-	const size_t mask = t->cap - 1;
-
-	if (!t->cap)
-		return NULL;
-	for (size_t j = key & mask; t->keys[j]; j = (j + 1) & mask)
-		if (t->keys[j] == key)
-			return &t->counts[j];
-	return NULL;
-}
-
 /* Count one more @key. */
-static int table_add(struct count_table *t, uint64_t key)
+static int table_add(struct kiln_u64map *t, uint64_t key)
 {
-	uint32_t *cnt = table_find(t, key);
-	size_t j;
+	uint64_t *cnt;
+	int r = kiln_u64map_insert(t, key, &cnt);
 
-	if (cnt) {
-		if (*cnt < UINT32_MAX)
-			(*cnt)++;
-		return 0;
-	}
-	if (2 * (t->nr + 1) > t->cap && table_grow(t))
-		return -ENOMEM;
-	for (j = key & (t->cap - 1); t->keys[j]; j = (j + 1) & (t->cap - 1))
-		;
-	t->keys[j] = key;
-	t->counts[j] = 1;
-	t->nr++;
+	if (r < 0)
+		return r;
+	++*cnt;
 	return 0;
-}
-
-static void table_free(struct count_table *t)
-{
-	free(t->keys);
-	free(t->counts);
-}
-
-static uint64_t nonzero(uint64_t k)
-{
-	return k ? k : 1;
 }
 
 static int item_push(struct plan_item *it, uint64_t end, uint64_t len,
@@ -184,8 +116,8 @@ static int item_push(struct plan_item *it, uint64_t end, uint64_t len,
 		it->cap = cap;
 	}
 	it->c[it->nr].end = end;
-	it->c[it->nr].key = nonzero(XXH3_64bits_digest(st) ^
-				    len * 0x9e3779b97f4a7c15ull);
+	it->c[it->nr].key = XXH3_64bits_digest(st) ^
+			    len * 0x9e3779b97f4a7c15ull;
 	it->nr++;
 	return XXH3_64bits_reset(st) == XXH_OK ? 0 : -ENOMEM;
 }
@@ -299,24 +231,15 @@ static int plan_commit(void *ctx, void *item)
 
 	if (!it->nr)
 		return 0;
-	content = nonzero(XXH3_64bits_withSeed(it->c, it->nr * sizeof(*it->c),
-					       pl->b->order[it->idx]->size));
-	if (!table_find(&pl->contents, content)) {
+	content = XXH3_64bits_withSeed(it->c, it->nr * sizeof(*it->c),
+				       pl->b->order[it->idx]->size);
+	if (!kiln_u64map_get(&pl->contents, content)) {
 		err = table_add(&pl->contents, content);
 		for (uint32_t i = 0; !err && i < it->nr; i++)
 			err = table_add(&pl->chunks, it->c[i].key);
 	}
-	if (!err && zs->nr == zs->cap) {
-		size_t cap = zs->cap ? 2 * zs->cap : 64;
-		struct shift_file *nf = realloc(zs->files, cap * sizeof(*nf));
-
-		if (!nf)
-			err = -ENOMEM;
-		else {
-			zs->files = nf;
-			zs->cap = cap;
-		}
-	}
+	if (!err)
+		err = KILN_GROW(zs->files, zs->cap, zs->nr + 1);
 	if (err) {
 		pl->err = err;
 		return err;
@@ -355,7 +278,7 @@ static int file_cuts(const struct plan *pl, struct shift_file *f,
 	if (!f->cuts)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < f->nr; start = f->c[i++].end) {
-		const uint32_t *cnt = table_find(&pl->chunks, f->c[i].key);
+		const uint64_t *cnt = kiln_u64map_get(&pl->chunks, f->c[i].key);
 
 		if (!cnt || *cnt < 2)
 			continue;
@@ -439,6 +362,8 @@ int kiln_zshift_plan(struct kiln_build *b)
 	    !(b->opts.compress_flags & KILN_COMPRESS_DEDUPE_SHIFTED))
 		return 0;
 	pthread_once(&gear_once, gear_init);
+	kiln_u64map_init(&pl.chunks);
+	kiln_u64map_init(&pl.contents);
 	zs = calloc(1, sizeof(*zs));
 	if (!zs)
 		return -ENOMEM;
@@ -447,8 +372,8 @@ int kiln_zshift_plan(struct kiln_build *b)
 	for (size_t i = 0; !err && i < zs->nr; i++)
 		err = file_cuts(&pl, &zs->files[i],
 				b->order[zs->files[i].idx]->size);
-	table_free(&pl.chunks);
-	table_free(&pl.contents);
+	kiln_u64map_release(&pl.chunks);
+	kiln_u64map_release(&pl.contents);
 	if (err) {
 		kiln_zshift_free(zs);
 		return err;

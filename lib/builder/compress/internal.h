@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the compressed-file modules (zctx, zpack, zindex, zfile) share: the
- * in-memory extent list of one file and the per-build compression context.
- * Nothing outside lib/builder/z*.c includes this.
+ * What the files of lib/builder/compress/ share: the in-memory extent list
+ * of one file and the per-build compression context. Nothing outside
+ * lib/builder/compress/ includes this (its unit tests aside): the rest of
+ * the builder sees compress.h.
  */
-#ifndef KILN_BUILDER_ZINTERNAL_H
-#define KILN_BUILDER_ZINTERNAL_H
+#ifndef KILN_BUILDER_COMPRESS_INTERNAL_H
+#define KILN_BUILDER_COMPRESS_INTERNAL_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -14,7 +15,7 @@
 
 #include <kiln/builder.h>
 
-#include "builder/zfile.h"
+#include "builder/compress/compress.h"
 #include "codec/codec.h"
 #include "util/log.h"
 
@@ -83,7 +84,7 @@ struct kiln_zfile {
 	uint8_t lclusterbits;		/* lcluster or fixed extent length */
 	uint8_t alg;			/* on-disk algorithm of HEAD1 */
 	uint8_t recsz;			/* extent records: 4, 8, 16 or 32 */
-	uint8_t seg;			/* enum kiln_zseg_flags (zseg.c) */
+	uint8_t seg;			/* enum kiln_zseg_flags (segment.c) */
 	unsigned int kind : 2;		/* enum kiln_zmap_kind */
 	bool big : 1;			/* BIG_PCLUSTER_1 and _2 */
 	/*
@@ -101,32 +102,6 @@ struct kiln_zfile {
 /* Header and one extent in one 144-byte malloc chunk (glibc, 64-bit). */
 _Static_assert(sizeof(void *) != 8 || sizeof(struct kiln_zfile) <= 136,
 	       "struct kiln_zfile grew past its per-file budget");
-
-/* A file compressed in segments (zseg.c): where this part sits. */
-/*
- * Input bytes per segment of a big compressed file (pipeline.c): a multiple
- * of every extent size (at most 1 MiB) and a constant, so any -j cuts files
- * at the same places. Only a file of one segment that stays all raw is
- * stored uncompressed (zseg.c).
- */
-#define KILN_ZSEG_SIZE	(8ull << 20)
-
-enum kiln_zseg_flags {
-	KILN_ZSEG_CONT	= 1u << 0,	/* not the first: never handed back raw */
-	KILN_ZSEG_MORE	= 1u << 1,	/* not the last: no inline tail */
-	KILN_ZSEG_PACKED = 1u << 2,	/* the packed inode: no fragment */
-	/*
-	 * A part read from a stream (tar): when the first part is handed back
-	 * raw, the rest of the file is not readable yet, so no hashes are
-	 * taken (the writer stores the file from the stream).
-	 */
-	KILN_ZSEG_STREAM = 1u << 3,
-	/*
-	 * The first part of a file of several: never handed back raw, its
-	 * raw pclusters stay in the compressed layout (zseg.c).
-	 */
-	KILN_ZSEG_KEEP = 1u << 4,
-};
 
 /* One line of a compress hints file (hints.c). */
 struct kiln_zhint {
@@ -177,7 +152,9 @@ static inline uint32_t kiln_zctx_blksz(const struct kiln_zctx *zc)
 	return 1u << zc->blkszbits;
 }
 
-/* zctx.c: workspaces and feature accounting */
+/* ctx.c: workspaces and feature accounting */
+/* True when @zc maps files as 48-bit extents (images for Linux 6.15+). */
+bool kiln_zctx_extents(const struct kiln_zctx *zc);
 void *kiln_zctx_get_ws(struct kiln_zctx *zc);
 void kiln_zctx_put_ws(struct kiln_zctx *zc, void *ws);
 void kiln_zctx_note_file(struct kiln_zctx *zc, const struct kiln_zfile *zf);
@@ -197,55 +174,62 @@ int kiln_zctx_new_child(struct kiln_zctx *root,
 /* The context for the file at @rel (relative path), NULL: store raw. */
 struct kiln_zctx *kiln_zctx_for_path(struct kiln_zctx *zc, const char *rel);
 
-/* zfile.c: extent list */
+/* file.c: extent list */
 int kiln_zfile_add(struct kiln_zfile *zf, const struct kiln_zext *e);
 /* Free the extent list and empty it (zf itself stays). */
 void kiln_zfile_release_ext(struct kiln_zfile *zf);
 /* Dedupe keys of the held pclusters (the compressing thread). */
 void kiln_zfile_hash_held(struct kiln_zfile *zf);
 /*
- * A zfile that only carries the dedupe hashes of a @size-byte file to be
- * stored uncompressed (zf->flat), read again through @read.
+ * Byte-packed commits, for maps of extent records (48-bit images): each
+ * pcluster goes right after the previous one, at any byte, stripped of
+ * the zero padding that filled its blocks (raw ones keep their bytes),
+ * and each commit continues where the last one ended instead of from a
+ * new block. The bytes of the last, partly filled block wait in @bp for
+ * the next commit or kiln_bytepack_finish(). No dedupe, no fragment: for
+ * parts of a file that commits whole this way (the packed inode); its map
+ * is then extent records (kiln_zindex_choose()). Nothing else may append
+ * to @out in between.
  */
-int kiln_zfile_flat_new(struct kiln_zctx *zc, kiln_src_read_fn read,
-			void *read_ctx, uint64_t size, struct kiln_zfile **zf);
-
-/*
- * zseg.c: kiln_zfile_compress_part() with @seg flags added to the part's
- * own (KILN_ZSEG_PACKED for the packed inode's segments).
- */
-int kiln_zfile_compress_segment(struct kiln_zctx *zc, kiln_src_read_fn read,
-				void *read_ctx, uint64_t off, uint64_t len,
-				uint64_t size, unsigned int seg,
-				const struct kiln_zcuts *cuts,
-				struct kiln_zfile **part);
+struct kiln_bytepack {
+	uint8_t *buf;
+	size_t len, cap;
+	uint64_t addr;		/* image byte address of buf[0], on a block */
+	uint64_t total;		/* pcluster bytes committed */
+	bool started;
+};
+int kiln_zfile_commit_bytes(struct kiln_zfile *zf, struct kiln_out *out,
+			    struct kiln_bytepack *bp);
+int kiln_bytepack_finish(struct kiln_bytepack *bp, struct kiln_out *out);
 
 /*
  * packed.c: store @zf's held tail in the fragment buffer (committer).
  * @may_split: the file's pclusters are still held (kiln_zfile_commit()),
- * so ztail.c may turn the first part of the tail into more of them.
+ * so tail.c may turn the first part of the tail into more of them.
  */
 int kiln_zfile_place_fragment(struct kiln_zfile *zf, bool may_split);
+/* packed.c: input bytes per packed inode segment (packed_segment_size). */
+uint64_t kiln_packed_segment_size(const struct kiln_build *b);
 
 /*
- * ztail.c: point @zf's fragment at stored bytes that end like it, or at
+ * tail.c: point @zf's fragment at stored bytes that end like it, or at
  * the last of them when @may_split allows (then its first bytes become
  * held pclusters). *@placed: zf->fragoff is set. 0 or -errno.
  */
 int kiln_ztail_place(struct kiln_zfile *zf, bool may_split, bool *placed);
 
 /*
- * zpack.c: compress a file's data into pclusters appended to @out, ending
- * extents (pclusters) at @cuts (file offsets; NULL: none, zfile.h).
+ * pcluster.c: compress a file's data into pclusters appended to @out, ending
+ * extents (pclusters) at @cuts (file offsets; NULL: none, compress.h).
  */
-int kiln_zpack_classic(struct kiln_zctx *zc, struct kiln_out *out,
-		       kiln_src_read_fn read, void *read_ctx,
-		       struct kiln_zfile *zf, const struct kiln_zcuts *cuts);
-int kiln_zpack_extents(struct kiln_zctx *zc, struct kiln_out *out,
-		       kiln_src_read_fn read, void *read_ctx,
-		       struct kiln_zfile *zf, const struct kiln_zcuts *cuts);
+int kiln_pcluster_classic(struct kiln_zctx *zc, struct kiln_out *out,
+			  kiln_src_read_fn read, void *read_ctx,
+			  struct kiln_zfile *zf, const struct kiln_zcuts *cuts);
+int kiln_pcluster_extents(struct kiln_zctx *zc, struct kiln_out *out,
+			  kiln_src_read_fn read, void *read_ctx,
+			  struct kiln_zfile *zf, const struct kiln_zcuts *cuts);
 
-/* zindex.c: the on-disk map */
+/* index.c: the on-disk map */
 /*
  * Pick the index kind and extent record size for @zf's extents (compact
  * when pclusters are consecutive, else full; extents: the smallest record

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "builder/zinternal.h"
+#include "builder/compress/internal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 #include "util/endian.h"

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fragment buffer (zfrag.c): the bytes that become the packed inode's
+ * The fragment buffer (frag.c): the bytes that become the packed inode's
  * content, appended file tail by file tail, identical fragments stored
  * once. Used by the one writer that commits files, in commit order, so
  * offsets do not depend on the thread count. Only kiln_zfrag_read() may
  * be called from other threads, at the same time as the writer appends.
  */
-#ifndef KILN_BUILDER_ZFRAG_H
-#define KILN_BUILDER_ZFRAG_H
+#ifndef KILN_BUILDER_COMPRESS_FRAG_H
+#define KILN_BUILDER_COMPRESS_FRAG_H
 
 #include <stddef.h>
 #include <stdint.h>

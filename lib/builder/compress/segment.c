@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "builder/zinternal.h"
+#include "builder/compress/internal.h"
 
 /* The part's reads, shifted to its place in the file. */
 struct part_src {
@@ -68,9 +68,11 @@ int kiln_zfile_compress_segment(struct kiln_zctx *zc, kiln_src_read_fn read,
 		zf->seg |= KILN_ZSEG_KEEP;
 	/* held in memory (no image): the writer places it at commit */
 	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS)
-		err = kiln_zpack_extents(zc, NULL, part_read, &src, zf, cuts);
+		err = kiln_pcluster_extents(zc, NULL, part_read, &src, zf,
+					    cuts);
 	else
-		err = kiln_zpack_classic(zc, NULL, part_read, &src, zf, cuts);
+		err = kiln_pcluster_classic(zc, NULL, part_read, &src, zf,
+					    cuts);
 	if (err) {
 		kiln_zfile_free(zf);
 		/*

@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "builder/zdedupe.h"
-#include "builder/zfrag.h"
-#include "builder/zinternal.h"
+#include "builder/compress/dedupe.h"
+#include "builder/compress/frag.h"
+#include "builder/compress/internal.h"
 #include "format/erofs_fs.h"
 #include "format/kernel.h"
 #include "util/checked.h"
@@ -148,6 +148,84 @@ static int packed_ctx_new(struct kiln_zctx *zc,
 	return kiln_zctx_new_child(zc, opts, spec, size, &zc->packed);
 }
 
+/* The codec of @spec and its level (0: the codec's default) into @zc. */
+static int zctx_set_codec(struct kiln_zctx *zc,
+			  struct kiln_compress_spec *spec)
+{
+	zc->ops = kiln_codec_get(spec->codec);
+	if (!zc->ops) {
+		kiln_log(&zc->lg, KILN_LOG_ERROR,
+			 "compression codec %s is not built in",
+			 kiln_codec_name(spec->codec));
+		return -EOPNOTSUPP;
+	}
+	if (kiln_codec_level_ok(zc->ops, spec->level))
+		return 0;
+	if (spec->level) {
+		kiln_log(&zc->lg, KILN_LOG_ERROR,
+			 "%s: level %d out of range %d..%d",
+			 zc->ops->name, spec->level,
+			 zc->ops->min_level, zc->ops->max_level);
+		return -EINVAL;
+	}
+	spec->level = zc->ops->default_level;
+	return 0;
+}
+
+/*
+ * The flags and layout of @opts into @zc, checked against each other,
+ * and the dedupe table and fragment buffer they ask for.
+ */
+static int zctx_set_flags(struct kiln_zctx *zc,
+			  const struct kiln_build_opts *opts)
+{
+	int err;
+
+	zc->flags = opts->compress_flags;
+	zc->layout = resolve_layout(opts->compress_layout);
+	if ((zc->flags & KILN_COMPRESS_DEDUPE_SHIFTED) &&
+	    !(zc->flags & KILN_COMPRESS_DEDUPE)) {
+		kiln_log(&zc->lg, KILN_LOG_ERROR,
+			 "shifted dedupe needs dedupe");
+		return -EINVAL;
+	}
+	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS &&
+	    (zc->flags & KILN_COMPRESS_ZTAILPACKING)) {
+		kiln_log(&zc->lg, KILN_LOG_WARN,
+			 "ztailpacking applies to the classic layout only; ignored");
+		zc->flags &= ~(unsigned int)KILN_COMPRESS_ZTAILPACKING;
+	}
+	if (zc->flags & KILN_COMPRESS_FRAGMENTS) {
+		err = kiln_zfrag_new(0, NULL, &zc->frag);
+		if (err)
+			return err;
+	}
+	if (zc->flags & KILN_COMPRESS_DEDUPE)
+		return kiln_zdedupe_new(&zc->dd);
+	return 0;
+}
+
+/* The raw margin and the codec parameters, once the sizes are known. */
+static void zctx_set_params(struct kiln_zctx *zc,
+			    const struct kiln_build_opts *opts, int level)
+{
+	/*
+	 * Classic pclusters are whole blocks: saving less than one is no
+	 * saving. Packed extents save real bytes; ask for 1/16 of an extent.
+	 */
+	zc->raw_margin = opts->raw_margin;
+	if (!zc->raw_margin)
+		zc->raw_margin = zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS ?
+			KILN_MIN(kiln_zctx_blksz(zc), zc->pcluster_size / 16) :
+			kiln_zctx_blksz(zc);
+	zc->params.level = level;
+	zc->params.blksz = kiln_zctx_blksz(zc);
+	/* byte-aligned pclusters may touch one block more than their size */
+	zc->params.max_pcluster_size = zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS ?
+		KILN_MIN(zc->pcluster_size + kiln_zctx_blksz(zc),
+			 Z_EROFS_PCLUSTER_MAX_SIZE) : zc->pcluster_size;
+}
+
 int kiln_zctx_new(const struct kiln_build_opts *opts, unsigned int blkszbits,
 		  const struct kiln_logger *lg, struct kiln_zctx **out)
 {
@@ -170,108 +248,45 @@ int kiln_zctx_new(const struct kiln_build_opts *opts, unsigned int blkszbits,
 	zc = calloc(1, sizeof(*zc));
 	if (!zc)
 		return -ENOMEM;
+	/* from here on, every failure goes through kiln_zctx_free() */
+	pthread_mutex_init(&zc->lock, NULL);
 	zc->root = zc;
 	if (lg)
 		zc->lg = *lg;
 	zc->blkszbits = blkszbits;
-	zc->ops = kiln_codec_get(spec.codec);
-	if (!zc->ops) {
-		kiln_log(&zc->lg, KILN_LOG_ERROR,
-			 "compression codec %s is not built in",
-			 kiln_codec_name(spec.codec));
-		free(zc);
-		return -EOPNOTSUPP;
-	}
-	if (!kiln_codec_level_ok(zc->ops, spec.level)) {
-		if (spec.level) {
-			kiln_log(&zc->lg, KILN_LOG_ERROR,
-				 "%s: level %d out of range %d..%d",
-				 zc->ops->name, spec.level,
-				 zc->ops->min_level, zc->ops->max_level);
-			free(zc);
-			return -EINVAL;
-		}
-		spec.level = zc->ops->default_level;
-	}
-	zc->flags = opts->compress_flags;
-	zc->layout = resolve_layout(opts->compress_layout);
-	if ((zc->flags & KILN_COMPRESS_DEDUPE_SHIFTED) &&
-	    !(zc->flags & KILN_COMPRESS_DEDUPE)) {
-		kiln_log(&zc->lg, KILN_LOG_ERROR,
-			 "shifted dedupe needs dedupe");
-		free(zc);
-		return -EINVAL;
-	}
-	if (zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS &&
-	    (zc->flags & KILN_COMPRESS_ZTAILPACKING)) {
-		kiln_log(&zc->lg, KILN_LOG_WARN,
-			 "ztailpacking applies to the classic layout only; ignored");
-		zc->flags &= ~(unsigned int)KILN_COMPRESS_ZTAILPACKING;
-	}
-	if (zc->flags & KILN_COMPRESS_FRAGMENTS) {
-		err = kiln_zfrag_new(0, NULL, &zc->frag);
-		if (err) {
-			free(zc);
-			return err;
-		}
-	}
-	if (zc->flags & KILN_COMPRESS_DEDUPE) {
-		err = kiln_zdedupe_new(&zc->dd);
-		if (err) {
-			kiln_zfrag_free(zc->frag);
-			free(zc);
-			return err;
-		}
-	}
+	err = zctx_set_codec(zc, &spec);
+	if (!err)
+		err = zctx_set_flags(zc, opts);
+	if (err)
+		goto fail;
 	if (OPT_HAS(opts, kernel))
 		zc->target = opts->kernel;
 	err = check_sizes(zc, opts->pcluster_size);
 	if (!err)
 		err = check_target(zc, zc->target);
-	if (err) {
-		kiln_zdedupe_free(zc->dd);
-		kiln_zfrag_free(zc->frag);
-		free(zc);
-		return err;
-	}
-	/*
-	 * Classic pclusters are whole blocks: saving less than one is no
-	 * saving. Packed extents save real bytes; ask for 1/16 of an extent.
-	 */
-	zc->raw_margin = opts->raw_margin;
-	if (!zc->raw_margin)
-		zc->raw_margin = zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS ?
-			KILN_MIN(kiln_zctx_blksz(zc), zc->pcluster_size / 16) :
-			kiln_zctx_blksz(zc);
-	zc->params.level = spec.level;
-	zc->params.blksz = kiln_zctx_blksz(zc);
-	/* byte-aligned pclusters may touch one block more than their size */
-	zc->params.max_pcluster_size = zc->layout == KILN_COMPRESS_LAYOUT_EXTENTS ?
-		KILN_MIN(zc->pcluster_size + kiln_zctx_blksz(zc),
-			 Z_EROFS_PCLUSTER_MAX_SIZE) : zc->pcluster_size;
-	pthread_mutex_init(&zc->lock, NULL);
+	if (err)
+		goto fail;
+	zctx_set_params(zc, opts, spec.level);
 	err = zctx_pool_new(zc, opts);
 	if (err) {
 		kiln_log(&zc->lg, KILN_LOG_ERROR,
 			 "%s: cannot set up compression workspaces: %s",
 			 zc->ops->name, kiln_strerror(err));
-		kiln_zctx_free(zc);
-		return err;
+		goto fail;
 	}
 	if (OPT_HAS(opts, compress_hints) && opts->compress_hints) {
 		err = kiln_zctx_load_hints(zc, opts->compress_hints, opts);
-		if (err) {
-			kiln_zctx_free(zc);
-			return err;
-		}
+		if (err)
+			goto fail;
 	}
 	err = packed_ctx_new(zc, opts, &spec);
-	if (err) {
-		kiln_zctx_free(zc);
-		return err;
-	}
+	if (err)
+		goto fail;
 	*out = zc;
 	return 0;
+fail:
+	kiln_zctx_free(zc);
+	return err;
 }
 
 void kiln_zctx_free(struct kiln_zctx *zc)
@@ -395,6 +410,12 @@ bool kiln_zctx_48bit(const struct kiln_zctx *zc)
 bool kiln_zctx_dedupe(const struct kiln_zctx *zc)
 {
 	return zc && zc->dd;
+}
+
+bool kiln_zctx_fragment_whole(const struct kiln_zctx *zc, uint64_t size)
+{
+	return zc && zc->frag && (zc->flags & KILN_COMPRESS_FRAGMENTS) &&
+	       size <= zc->pcluster_size;
 }
 
 void kiln_zctx_features(const struct kiln_zctx *zc, uint32_t *incompat,

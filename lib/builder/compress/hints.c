@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builder/compress/internal.h"
 #include "builder/internal.h"
-#include "builder/zinternal.h"
 #include "format/kernel.h"
 #include "util/checked.h"
 

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "builder/zfrag.h"
-#include "builder/zinternal.h"
+#include "builder/compress/frag.h"
+#include "builder/compress/internal.h"
 #include "util/checked.h"
 
 /*
@@ -90,7 +90,7 @@ static int split(struct kiln_zfile *zf, uint64_t end, size_t same)
 	zt->zc = zc;
 	/* never handed back raw, no tail of its own */
 	zt->seg = KILN_ZSEG_CONT | KILN_ZSEG_MORE;
-	err = kiln_zpack_classic(zc, NULL, head_read, &src, zt, NULL);
+	err = kiln_pcluster_classic(zc, NULL, head_read, &src, zt, NULL);
 	if (!err && (!zt->held ||
 		     !heads_fit(zt, frag.lstart, zf->lclusterbits)))
 		err = 1;
