@@ -22,7 +22,6 @@
 
 #include "builder/compress/compress.h"
 #include "builder/internal.h"
-#include "builder/jobs.h"
 #include "builder/output.h"
 #include "builder/tar-acl.h"
 #include "builder/tar-data.h"
@@ -31,6 +30,7 @@
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 #include "util/fileio.h"
+#include "util/jobs.h"
 
 #define TAR_READ_BLOCK (64u * 1024)	/* bytes per read of the archive */
 /*

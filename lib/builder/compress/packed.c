@@ -15,11 +15,11 @@
 #include "builder/compress/frag.h"
 #include "builder/compress/internal.h"
 #include "builder/internal.h"
-#include "builder/jobs.h"
 #include "builder/output.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 #include "util/grow.h"
+#include "util/jobs.h"
 #include "util/threadpool.h"
 
 #define PACKED_COPY_SIZE	(1u << 20)

@@ -16,10 +16,10 @@
 
 #include "builder/compress/compress.h"
 #include "builder/internal.h"
-#include "builder/jobs.h"
 #include "util/checked.h"
 #include "util/fileio.h"
 #include "util/grow.h"
+#include "util/jobs.h"
 #include "util/u64map.h"
 
 /*
