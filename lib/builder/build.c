@@ -76,16 +76,6 @@ static int build_setup(struct kiln_build *b, const char *source,
 			 source, (int)b->opts.source_kind);
 		return -EINVAL;
 	}
-	/* the tar scanner matches names and paths only, never from the root */
-	for (size_t i = 0; b->opts.source_kind == KILN_SOURCE_TAR &&
-			   i < b->opts.nr_excludes; i++) {
-		if (b->opts.excludes[i][0] == '/') {
-			kiln_log(&b->lg, KILN_LOG_ERROR,
-				 "exclude '%s': patterns anchored at the root (a leading '/') work on directory sources only",
-				 b->opts.excludes[i]);
-			return -EINVAL;
-		}
-	}
 	if (b->opts.packed_segment_size % (1u << 20) ||
 	    b->opts.packed_segment_size > (1ull << 30)) {
 		kiln_log(&b->lg, KILN_LOG_ERROR,

@@ -164,6 +164,12 @@ struct kiln_build {
 /* scan.c */
 int kiln_scan_tree(struct kiln_build *b);
 /*
+ * Whether the path @rel from the source root (its last component @name)
+ * matches one of the exclude patterns (exclude.c has the rules).
+ */
+bool kiln_excluded(const struct kiln_build_opts *o, const char *rel,
+		   const char *name);
+/*
  * order.c: b->order, the nodes in the order their data is written (depth
  * first, a directory's files before its subdirectories; with fragments,
  * the files that go whole into the packed inode in their similarity order,

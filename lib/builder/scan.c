@@ -7,7 +7,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,27 +319,6 @@ static int scan_node(struct scan *s, struct kiln_node *n, int dirfd,
 }
 
 /*
- * "/usr/lib/lib?.a" is anchored: the whole path from the source root, '*'
- * and '?' never crossing a '/'. Any other pattern matches the path from
- * the root or the bare name, '*' crossing '/'.
- */
-static bool excluded(const struct kiln_build_opts *o, const char *rel,
-		     const char *name)
-{
-	for (size_t i = 0; i < o->nr_excludes; i++) {
-		const char *pat = o->excludes[i];
-
-		if (pat[0] == '/') {
-			if (!fnmatch(pat + 1, rel, FNM_PATHNAME))
-				return true;
-		} else if (!fnmatch(pat, rel, 0) || !fnmatch(pat, name, 0)) {
-			return true;
-		}
-	}
-	return false;
-}
-
-/*
  * A directory holding both NAME and ".wh.NAME" keeps the file: overlayfs
  * cannot hold a whiteout beside a file of the same name, and the file of
  * this layer hides the lower ones' anyway. @dir's names are sorted.
@@ -407,7 +385,7 @@ static int read_names(struct scan *s, struct kiln_node *dir, int fd,
 
 			snprintf(relname, sizeof(relname), "%s%s%s", rel,
 				 *rel ? "/" : "", de->d_name);
-			if (excluded(&s->b->opts, relname, de->d_name))
+			if (kiln_excluded(&s->b->opts, relname, de->d_name))
 				continue;
 		}
 		kind = KILN_WH_NONE;

@@ -5,7 +5,6 @@
  * normalized and matched against the excludes, implicit parents.
  */
 #include <errno.h>
-#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -176,9 +175,7 @@ bool kiln_tar_excluded(const struct tar *t)
 		*end = '\0';
 		while (name > p && name[-1] != '/')
 			name--;
-		for (size_t i = 0; !hit && i < o->nr_excludes; i++)
-			hit = !fnmatch(o->excludes[i], p, 0) ||
-			      !fnmatch(o->excludes[i], name, 0);
+		hit = kiln_excluded(o, p, name);
 		*end = saved;
 		if (hit || !saved)
 			return hit;

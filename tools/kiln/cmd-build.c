@@ -598,7 +598,7 @@ static const struct build_option {
 	{ { "exclude", 'x', "PATTERN", "skip paths or names matching this "
 			"glob (repeatable): '/usr/lib/*.a' (a leading '/') "
 			"matches the whole path from the source root, '*' not "
-			"crossing '/' (directory sources only); '*.o' or "
+			"crossing '/'; '*.o' or "
 			"'cache' matches any file's name or its path from the "
 			"root" }, add_exclude },
 	{ { "exclude-from", OPT_EXCLUDE_FROM, "FILE", "read exclude patterns "
