@@ -47,7 +47,11 @@ unpack() {
 	rm -rf "$1"-*/ "$1"_*
 	APT_CONFIG=$APT/apt.conf apt-get source -qq --download-only \
 		-o Debug::NoLocking=1 "$1" >&2
-	dsc=$(ls "$1"_*.dsc | tail -n1)
+	dsc=
+	for f in "$1"_*.dsc; do
+		dsc=$f
+	done
+	[ -f "$dsc" ] || { echo "$0: no source package for $1" >&2; exit 1; }
 	dpkg-source -x --no-check "$dsc" "$1-src" >&2
 	echo "$APT/src/$1-src"
 }
