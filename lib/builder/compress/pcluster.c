@@ -494,6 +494,36 @@ static ssize_t classic_compress(struct zpack *z, const uint8_t *src,
 	return r;
 }
 
+/* Whether a pcluster (or extent) starting @at bytes into @src compresses. */
+typedef int (*skip_try_fn)(struct zpack *z, const uint8_t *src, uint64_t at,
+			   uint64_t avail);
+
+/*
+ * After a raw run whose try at @jump compressed: the first block in
+ * [0, @jump) of @src from which @try compresses too, by bisection (the
+ * try at @jump stands for "compresses from hi"). Returns that offset or a
+ * negative errno.
+ */
+static int64_t first_compressing(struct zpack *z, const uint8_t *src,
+				 uint64_t jump, uint64_t want, skip_try_fn try)
+{
+	const uint32_t bs = z->sink.bs;
+	uint64_t lo = 0, hi = jump;
+
+	while (hi - lo > bs) {
+		uint64_t mid = lo + (hi - lo) / bs / 2 * bs;
+		int ok = try(z, src, mid, want);
+
+		if (ok < 0)
+			return ok;
+		if (ok)
+			hi = mid;
+		else
+			lo = mid;
+	}
+	return (int64_t)hi;
+}
+
 /*
  * Whether a pcluster starting @at bytes into @src would compress; @src
  * holds @avail bytes. 1 yes, 0 no, or a negative errno.
@@ -527,7 +557,8 @@ static int classic_skip(struct zpack *z, uint64_t *pos, uint64_t lim)
 				      (uint64_t)zc->max_in);
 
 	for (;;) {
-		uint64_t p0 = *pos, jump, want, lo, hi, raw;
+		uint64_t p0 = *pos, jump, want, raw;
+		int64_t hi;
 		const uint8_t *src;
 		int ok, err;
 
@@ -557,20 +588,9 @@ static int classic_skip(struct zpack *z, uint64_t *pos, uint64_t lim)
 				return err;
 			continue;
 		}
-		/* compresses from hi, not (assumed) from lo */
-		lo = 0;
-		hi = jump;
-		while (hi - lo > bs) {
-			uint64_t mid = lo + (hi - lo) / bs / 2 * bs;
-
-			ok = classic_try(z, src, mid, want);
-			if (ok < 0)
-				return ok;
-			if (ok)
-				hi = mid;
-			else
-				lo = mid;
-		}
+		hi = first_compressing(z, src, jump, want, classic_try);
+		if (hi < 0)
+			return (int)hi;
 		z->raw_skip = 0;
 		err = classic_put(z, p0, src, hi, -ENOSPC);
 		*pos = p0 + hi;
@@ -960,11 +980,11 @@ static int extent_put_raw(struct zpack *z, uint64_t lstart,
 static int extent_skip(struct zpack *z, uint64_t *pos, uint64_t lim)
 {
 	const uint32_t L = z->zc->pcluster_size;
-	const uint32_t bs = z->sink.bs;
 	const uint64_t size = z->zf->size;
 
 	for (;;) {
-		uint64_t p0 = *pos, jump, want, lo, hi;
+		uint64_t p0 = *pos, jump, want;
+		int64_t hi;
 		const uint8_t *src;
 		int ok, err;
 
@@ -991,19 +1011,9 @@ static int extent_skip(struct zpack *z, uint64_t *pos, uint64_t lim)
 				return err;
 			continue;
 		}
-		lo = 0;
-		hi = jump;
-		while (hi - lo > bs) {
-			uint64_t mid = lo + (hi - lo) / bs / 2 * bs;
-
-			ok = extent_try(z, src, mid, want);
-			if (ok < 0)
-				return ok;
-			if (ok)
-				hi = mid;
-			else
-				lo = mid;
-		}
+		hi = first_compressing(z, src, jump, want, extent_try);
+		if (hi < 0)
+			return (int)hi;
 		z->raw_skip = 0;
 		*pos = p0 + hi;
 		return extent_put_raw(z, p0, src, hi);
