@@ -633,7 +633,8 @@ static const struct build_option {
 	  set_kernel },
 	{ { "pcluster-size", 'C', "BYTES", "largest pcluster (classic "
 			"layout; default 16384 for lz4, lz4hc and deflate, "
-			"65536 for lzma and zstd; one block before Linux 5.13) "
+			"65536 for lzma, 131072 for zstd; one block before "
+			"Linux 5.13) "
 			"or extent input size (extents layout, default "
 			"65536)" }, set_pcluster_size },
 	{ { "layout", OPT_LAYOUT, "KIND", "compressed file layout: classic, "
