@@ -87,6 +87,7 @@ struct kiln_node {
 	/* xattrs: items sorted by (index, name) */
 	struct kiln_xattr_item **xattrs;
 	uint16_t nr_xattrs;
+	uint32_t cap_xattrs;		/* elements allocated in xattrs */
 
 	/* directories */
 	struct kiln_dentry *children;	/* sorted by name (unsigned bytes) */
@@ -235,6 +236,14 @@ void kiln_xattr_encode_ibody(struct kiln_xattr_item *const *items, size_t n,
 void kiln_xattr_encode_shared(const struct kiln_xattr_table *xt, void *dst);
 /* Sort one node's items by (index, name) and drop duplicates. */
 void kiln_xattr_sort(struct kiln_xattr_item **items, uint16_t *n);
+/*
+ * Append @item to @n's xattrs, unsorted: the caller sorts with
+ * kiln_xattr_sort() once it has added them all. Counts no refs. 0,
+ * -E2BIG when @n holds UINT16_MAX already (logged as "@what: too many
+ * xattrs" unless @what is NULL), or -ENOMEM.
+ */
+int kiln_node_add_xattr(struct kiln_build *b, struct kiln_node *n,
+			struct kiln_xattr_item *item, const char *what);
 /*
  * With opts.file_contexts (b->selabel), replace @n's security.selinux with
  * the label of @rel (the path below the root, "" for the root) for

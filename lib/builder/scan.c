@@ -170,7 +170,6 @@ uint32_t kiln_inode_encode_rdev(dev_t rdev)
 static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path,
 		       bool follow)
 {
-	size_t cap = n->nr_xattrs;	/* of n->xattrs */
 	ssize_t len;
 	int err;
 
@@ -228,9 +227,9 @@ static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path,
 			return err;
 		if (n->nr_xattrs == UINT16_MAX)
 			return scan_fail(s, path, E2BIG, "too many xattrs");
-		if (KILN_GROW(n->xattrs, cap, n->nr_xattrs + 1u))
-			return -ENOMEM;
-		n->xattrs[n->nr_xattrs++] = item;
+		err = kiln_node_add_xattr(s->b, n, item, NULL);
+		if (err)
+			return err;
 	}
 	kiln_xattr_sort(n->xattrs, &n->nr_xattrs);
 	return 0;

@@ -26,13 +26,14 @@ static int entry_xattrs(struct tar *t, struct kiln_node *n,
 	free(n->xattrs);
 	n->xattrs = NULL;
 	n->nr_xattrs = 0;
+	n->cap_xattrs = 0;
 	if ((t->b->opts.flags & KILN_BUILD_NO_XATTRS) ||
 	    !archive_entry_xattr_reset(e))
 		return 0;
 	while (archive_entry_xattr_next(e, &name, &value, &size) ==
 	       ARCHIVE_OK) {
 		unsigned int index = kiln_xattr_prefix(name, &suffix);
-		struct kiln_xattr_item *item, **v;
+		struct kiln_xattr_item *item;
 		int err;
 
 		if (index == EROFS_XATTR_INDEX_TRUSTED && t->strip_whiteouts &&
@@ -52,17 +53,13 @@ static int entry_xattrs(struct tar *t, struct kiln_node *n,
 			return kiln_tar_fail(t, E2BIG,
 					     "xattr %s: value larger than 65535 bytes",
 					     name);
-		if (n->nr_xattrs == UINT16_MAX)
-			return kiln_tar_fail(t, E2BIG, "too many xattrs");
 		err = kiln_xattr_intern(&t->b->xt, index, suffix,
 					strlen(suffix), value, size, &item);
 		if (err)
 			return err;
-		v = realloc(n->xattrs, (n->nr_xattrs + 1u) * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		n->xattrs = v;
-		v[n->nr_xattrs++] = item;
+		err = kiln_node_add_xattr(t->b, n, item, t->label);
+		if (err)
+			return err;
 	}
 	kiln_xattr_sort(n->xattrs, &n->nr_xattrs);
 	return 0;
