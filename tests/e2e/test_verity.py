@@ -5,17 +5,16 @@ root hash, salt and hash offset; a flipped byte fails the kernel's read of
 that file, kiln fsck --verity (naming the file) and kiln mount --verity
 (EIO); the tree is reproducible, for files and block devices."""
 
-import contextlib
 import errno
 import os
 import re
 import stat
 import subprocess
-import tempfile
 
 import pytest
 
-from helpers import have, kernel_mount_unavailable, tree_compare
+from helpers import (have, kernel_mount_unavailable, loop_devices,
+                     mount_device, tree_compare)
 
 pytestmark = pytest.mark.sanitize
 
@@ -104,21 +103,6 @@ def dm():
         veritysetup("close", name)
 
 
-@contextlib.contextmanager
-def mount_ro(dev):
-    mnt = tempfile.mkdtemp(prefix="kiln-verity-")
-    r = subprocess.run(["mount", "-t", "erofs", "-o", "ro", dev, mnt],
-                       capture_output=True, text=True)
-    if r.returncode:
-        os.rmdir(mnt)
-        pytest.fail(f"the kernel refused to mount {dev}: {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", mnt], capture_output=True)
-        os.rmdir(mnt)
-
-
 def flip_victim(img):
     """Flip one byte inside victim.txt's stored (uncompressed) data."""
     data = bytearray(img.read_bytes())
@@ -162,7 +146,7 @@ def test_veritysetup_verifies_the_tree(kiln, tree, tmp_path, opts,
 def test_the_kernel_reads_the_verity_device(kiln, tree, tmp_path, dm, opts):
     img = tmp_path / "v.img"
     v = build(kiln, tree, img, *opts)
-    with mount_ro(dm(img, v["root"], v["offset"])) as mnt:
+    with mount_device(dm(img, v["root"], v["offset"])) as mnt:
         tree_compare(tree, mnt)
 
 
@@ -172,7 +156,7 @@ def test_flipped_byte_fails_the_kernel_read_of_that_file(kiln, tree,
     img = tmp_path / "v.img"
     v = build(kiln, tree, img)
     flip_victim(img)
-    with mount_ro(dm(img, v["root"], v["offset"])) as mnt:
+    with mount_device(dm(img, v["root"], v["offset"])) as mnt:
         with pytest.raises(OSError) as e:
             with open(os.path.join(mnt, "victim.txt"), "rb") as f:
                 f.read()
@@ -308,26 +292,9 @@ def test_root_hash_file(kiln, tree, tmp_path):
 
 @pytest.fixture
 def loopdev(tmp_path):
-    """loopdev(size) -> /dev/loopN over a file of @size bytes; detached
-    afterwards."""
-    why = kernel_mount_unavailable()
-    if why:
-        pytest.skip(why)
-    made = []
-
-    def make(size):
-        back = tmp_path / f"back{len(made)}.raw"
-        with open(back, "wb") as f:
-            f.write(os.urandom(size))
-        r = subprocess.run(["losetup", "-f", "--show", str(back)],
-                           capture_output=True, text=True)
-        if r.returncode:
-            pytest.fail(f"losetup: {r.stderr.strip()}")
-        made.append(r.stdout.strip())
-        return made[-1]
-    yield make
-    for dev in made:
-        subprocess.run(["losetup", "-d", dev], capture_output=True)
+    """loopdev(size) -> /dev/loopN (helpers.loop_devices)."""
+    with loop_devices(tmp_path) as attach:
+        yield attach
 
 
 def test_block_device_holds_image_and_tree(kiln, tree, tmp_path, loopdev):
