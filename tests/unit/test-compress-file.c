@@ -85,7 +85,7 @@ static int img_open(struct img *im, enum kiln_codec_id codec,
 	o.pcluster_size = pcluster;
 	o.compress_flags = flags;
 	im->bits = bits;
-	snprintf(im->path, sizeof(im->path), "/tmp/test-zfile-%d.img",
+	snprintf(im->path, sizeof(im->path), "/tmp/test-compress-file-%d.img",
 		 (int)getpid());
 	err = kiln_zctx_new(&o, bits, &im->lg, &im->zc);
 	if (err)
