@@ -338,7 +338,16 @@ unsigned int kiln_inode_core_size(const struct kiln_node *n);
 void kiln_inode_encode_core(const struct kiln_node *n, int64_t epoch,
 			    void *dst);
 uint8_t kiln_inode_ftype(uint32_t mode);
-uint32_t kiln_inode_encode_rdev(dev_t rdev);
+/* The largest device numbers the image's 32-bit rdev holds. */
+#define KILN_RDEV_MAJOR_MAX 0xFFFu	/* 12 bits */
+#define KILN_RDEV_MINOR_MAX 0xFFFFFu	/* 20 bits */
+/*
+ * Encode device @major:@minor as the image stores it (the kernel's
+ * new_encode_dev() layout) into *@rdev. false, *@rdev untouched, when the
+ * pair does not fit: a major above KILN_RDEV_MAJOR_MAX or a minor above
+ * KILN_RDEV_MINOR_MAX.
+ */
+bool kiln_inode_encode_rdev(uint64_t major, uint64_t minor, uint32_t *rdev);
 
 /* dir.c */
 struct kiln_dirent_src {

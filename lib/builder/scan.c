@@ -159,11 +159,13 @@ int kiln_nodes_push(struct kiln_build *b, struct kiln_node *n)
 	return 0;
 }
 
-uint32_t kiln_inode_encode_rdev(dev_t rdev)
+bool kiln_inode_encode_rdev(uint64_t major, uint64_t minor, uint32_t *rdev)
 {
-	uint32_t maj = major(rdev), min = minor(rdev);
-
-	return (min & 0xFF) | (maj << 8) | ((min & ~0xFFu) << 12);
+	if (major > KILN_RDEV_MAJOR_MAX || minor > KILN_RDEV_MINOR_MAX)
+		return false;
+	*rdev = (uint32_t)((minor & 0xFF) | (major << 8) |
+			   ((minor & ~0xFFu) << 12));
+	return true;
 }
 
 /* Read the xattrs of @path into @n (of its target with @follow: the root). */
@@ -287,7 +289,11 @@ static int scan_node(struct scan *s, struct kiln_node *n, int dirfd,
 	}
 	case S_IFCHR:
 	case S_IFBLK:
-		n->rdev = kiln_inode_encode_rdev(st->st_rdev);
+		if (!kiln_inode_encode_rdev(major(st->st_rdev),
+					    minor(st->st_rdev), &n->rdev))
+			return scan_fail(s, path, ERANGE, "device number "
+					 "above the 4095 majors and 1048575 "
+					 "minors EROFS stores");
 		break;
 	case S_IFIFO:
 	case S_IFSOCK:

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 
 #include "builder/internal.h"
 #include "builder/tar-acl.h"
@@ -129,11 +128,21 @@ int kiln_tar_entry_attrs(struct tar *t, struct kiln_node *n,
 		break;
 	}
 	case AE_IFCHR:
-	case AE_IFBLK:
-		n->rdev = kiln_inode_encode_rdev(
-			makedev(archive_entry_rdevmajor(e),
-				archive_entry_rdevminor(e)));
+	case AE_IFBLK: {
+		/* dev_t-sized: a tar's numeric fields hold up to 64 bits */
+		uint64_t maj = archive_entry_rdevmajor(e);
+		uint64_t min = archive_entry_rdevminor(e);
+
+		if (!kiln_inode_encode_rdev(maj, min, &n->rdev))
+			return kiln_tar_fail(t, ERANGE, "device %llu:%llu: "
+					     "EROFS stores majors up to %u "
+					     "and minors up to %u",
+					     (unsigned long long)maj,
+					     (unsigned long long)min,
+					     KILN_RDEV_MAJOR_MAX,
+					     KILN_RDEV_MINOR_MAX);
 		break;
+	}
 	case AE_IFIFO:
 	case AE_IFSOCK:
 		break;

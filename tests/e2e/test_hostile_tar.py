@@ -284,6 +284,42 @@ def test_devices_built_by_an_ordinary_user(kiln, kernel_mount, need_root,
         assert stat.S_ISBLK(b.st_mode) and b.st_rdev == os.makedev(8, 0)
 
 
+def test_device_numbers_at_the_limit_kept(kiln, tmp_path, kernel_mount):
+    """The largest major (4095) and minor (1048575) the image stores come
+    back as they were (GNU tar writes them in base-256 fields)."""
+    t = write_tar(tmp_path / "t.tar", [
+        ("max", "chr", {"dev": (4095, 1048575)}),
+        ("mixed", "blk", {"dev": (259, 300000)}),
+    ], fmt=tarfile.GNU_FORMAT)
+    img = tmp_path / "t.erofs"
+    kiln.ok("build", "--tar", t, img)
+    kiln.ok("fsck", img)
+    with kernel_mount(img) as mnt:
+        c = os.lstat(mnt / "max")
+        assert stat.S_ISCHR(c.st_mode)
+        assert (os.major(c.st_rdev), os.minor(c.st_rdev)) == (4095, 1048575)
+        b = os.lstat(mnt / "mixed")
+        assert stat.S_ISBLK(b.st_mode)
+        assert (os.major(b.st_rdev), os.minor(b.st_rdev)) == (259, 300000)
+
+
+@pytest.mark.parametrize("dev", [
+    (4096, 0), (0, 1 << 20),
+    ((1 << 32) + 1, 3), (1, (1 << 32) + 3),  # 1:3 once cut to 32 bits
+    (1 << 40, 1 << 40)], ids=str)
+def test_device_numbers_beyond_erofs_refused(kiln, tmp_path, dev):
+    t = write_tar(tmp_path / "t.tar", [
+        ("ok", "file", {"data": b"1"}),
+        ("dev/big", "blk", {"dev": dev}),
+    ], fmt=tarfile.GNU_FORMAT)
+    img = tmp_path / "t.erofs"
+    r = kiln.fails("build", "--tar", t, img)
+    assert "dev/big" in r.err and f"{dev[0]}:{dev[1]}" in r.err, r.describe()
+    assert "majors up to 4095 and minors up to 1048575" in r.err, r.err
+    assert not img.exists()
+    assert stray_files(tmp_path, keep=("t.tar",)) == [], r.describe()
+
+
 # -- sizes that lie, truncated members --------------------------------------
 
 def test_size_larger_than_the_data(kiln, tmp_path):
