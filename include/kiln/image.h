@@ -89,6 +89,19 @@ KILN_API int kiln_image_open_fd(struct kiln_image **out, int fd,
 KILN_API int kiln_image_verity_info(const struct kiln_image *img,
 				    struct kiln_verity_info *info);
 
+/*
+ * Find the dm-verity tree of @img, opened without one, where
+ * kiln_image_open() would with @opts' verity fields (hash offset, salt;
+ * @opts may be NULL), and fill @info from its superblock, with as root
+ * the hash its top level hashes to: untrusted, to compare with a root
+ * hash from a trusted source. For an image opened with verity, as
+ * kiln_image_verity_info(). 0, -ENOENT or -KILN_ECORRUPT when no tree
+ * is there (logged), -EOPNOTSUPP for a tree kiln cannot read.
+ */
+KILN_API int kiln_image_verity_probe(struct kiln_image *img,
+				     const struct kiln_image_opts *opts,
+				     struct kiln_verity_info *info);
+
 /* A block kiln_image_verity_check() found bad. */
 struct kiln_verity_bad {
 	uint64_t blk;		/* block of the image file */

@@ -256,6 +256,28 @@ void cli_verity_apply(const struct cli_verity *v, struct kiln_image_opts *o)
 	o->verity_hash_offset = v->hash_offset;
 }
 
+int cli_verity_check(const struct cli_spec *spec, const struct cli_verity *v)
+{
+	if ((v->has_salt || v->hash_offset) && !v->on)
+		return cli_usage_error(spec, "--verity-salt and "
+				       "--verity-hash-offset need --verity");
+	return 0;
+}
+
+int cli_image_option(const struct cli_spec *spec, struct cli_devices *devs,
+		     struct cli_verity *v, int key, const char *arg)
+{
+	switch (key) {
+	case CLI_OPT_DEVICE:
+		return cli_add_device(spec, devs, arg) ? 2 : 0;
+	case CLI_OPT_VERITY:
+	case CLI_OPT_VERITY_SALT:
+	case CLI_OPT_VERITY_HASH_OFFSET:
+		return cli_verity_option(spec, v, key, arg) ? 2 : 0;
+	}
+	return 0;
+}
+
 int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
 		   const char *arg)
 {

@@ -154,6 +154,20 @@ int cli_open_image_verity(struct kiln_image **img, const char *path,
 /* Point @o's verity fields at @v's (when @v->on). */
 void cli_verity_apply(const struct cli_verity *v, struct kiln_image_opts *o);
 
+/*
+ * After the options: 0, or the exit status of a usage error (printed)
+ * when --verity-salt or --verity-hash-offset came without --verity.
+ */
+int cli_verity_check(const struct cli_spec *spec, const struct cli_verity *v);
+
+/*
+ * Apply @key with @arg when it is --device or one of the verity options,
+ * into @devs or @v: 0 (also for any other key), or the exit status of a
+ * usage error (printed).
+ */
+int cli_image_option(const struct cli_spec *spec, struct cli_devices *devs,
+		     struct cli_verity *v, int key, const char *arg);
+
 /* "512 B", "1.5 KiB", "3.0 GiB" into @buf. Returns @buf. */
 const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);
 

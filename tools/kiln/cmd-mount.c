@@ -248,11 +248,8 @@ static int parse_args(struct mount_opts *o, int argc, char **argv)
 			return -1;
 		}
 	}
-	if ((o->verity.has_salt || o->verity.hash_offset) && !o->verity.on) {
-		cli_usage_error(&mount_spec, "--verity-salt and "
-				"--verity-hash-offset need --verity");
+	if (cli_verity_check(&mount_spec, &o->verity))
 		return -1;
-	}
 	if (argc - optind != 2) {
 		cli_usage_error(&mount_spec, "expected IMAGE and MOUNTPOINT");
 		return -1;
