@@ -181,8 +181,13 @@ ssize_t kiln_oci_blob_read(struct kiln_oci_blob *bl, void *buf, size_t len)
 
 int kiln_oci_blob_finish(struct kiln_oci_blob *bl)
 {
-	uint8_t *buf = malloc(BLOB_DRAIN_CHUNK);
-	ssize_t r = buf ? 1 : -ENOMEM;
+	uint8_t *buf;
+	ssize_t r;
+
+	if (bl->err < 0)
+		return bl->err;	/* the reader that met it said why */
+	buf = malloc(BLOB_DRAIN_CHUNK);
+	r = buf ? 1 : -ENOMEM;
 
 	while (r > 0)
 		r = kiln_oci_blob_read(bl, buf, BLOB_DRAIN_CHUNK);
@@ -233,6 +238,9 @@ int kiln_oci_blob_load(const char *dir, const struct kiln_oci_desc *desc,
 	}
 	for (size_t got = 0; got < desc->size; got += (size_t)r) {
 		r = kiln_oci_blob_read(bl, buf + got, (size_t)desc->size - got);
+		if (r < 0)
+			kiln_log(lg, KILN_LOG_ERROR, "%s",
+				 kiln_oci_blob_why(bl));
 		if (r <= 0)
 			break;
 	}

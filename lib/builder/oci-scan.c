@@ -36,7 +36,13 @@ static la_ssize_t layer_read(struct archive *a, void *ctx, const void **buf)
 	ssize_t r = kiln_oci_blob_read(s->blob, s->buf, LAYER_READ_BLOCK);
 
 	if (r < 0) {
-		archive_set_error(a, (int)-r, "%s", kiln_oci_blob_why(s->blob));
+		/*
+		 * Said here: libarchive may replace the reason with its own
+		 * ("truncated input") on the way up.
+		 */
+		kiln_log(&s->b->lg, KILN_LOG_ERROR, "%s",
+			 kiln_oci_blob_why(s->blob));
+		archive_set_error(a, (int)-r, "the layer blob failed its check");
 		return -1;
 	}
 	*buf = s->buf;
@@ -93,11 +99,20 @@ static int layer_open(struct oci_scan *s, size_t k)
 	return 0;
 }
 
-/* Done with the layer: the rest of its blob is taken and checked too. */
+/*
+ * Done with the layer: the rest of its blob is taken and checked too.
+ * After a failure as well: a tar that does not decompress or parse is
+ * most often a blob that is not the one its digest names, and that is
+ * then said too.
+ */
 static int layer_close(struct oci_scan *s, int err)
 {
-	if (!err && s->blob)
-		err = kiln_oci_blob_finish(s->blob);
+	if (s->blob) {
+		int ferr = kiln_oci_blob_finish(s->blob);
+
+		if (!err)
+			err = ferr;
+	}
 	kiln_oci_blob_close(s->blob);
 	s->blob = NULL;
 	if (s->t.a)

@@ -68,7 +68,10 @@ int kiln_oci_blob_open(struct kiln_oci_blob **blp, const char *dir,
  * size or digest is not its descriptor's, -EIO.
  */
 ssize_t kiln_oci_blob_read(struct kiln_oci_blob *bl, void *buf, size_t len);
-/* Take and check the rest of the blob. 0 or a negative errno, logged. */
+/*
+ * Take and check the rest of the blob. 0 or a negative errno, logged
+ * unless a read had already failed (its caller tells that reason).
+ */
 int kiln_oci_blob_finish(struct kiln_oci_blob *bl);
 /* "<path>: <reason>" of the last failure, never NULL. */
 const char *kiln_oci_blob_why(const struct kiln_oci_blob *bl);

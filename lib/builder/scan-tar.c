@@ -944,16 +944,24 @@ static bool hide_lower(struct tar *t, struct kiln_node *dir)
  */
 static int entry_apply_whiteout(struct tar *t, enum kiln_whiteout_kind kind)
 {
+	struct kiln_node *dir = t->b->root;
 	struct kiln_dentry *d;
-	struct kiln_node *dir;
-	const char *name;
+	const char *name = t->path, *slash;
 	size_t len;
-	int err = kiln_tar_walk_parents(t, false, &dir, &name, &len);
 
-	if (err == -ENOENT)
-		return 0;	/* no lower layer has the directory */
-	if (err)
-		return err;
+	/*
+	 * Its directory: if the layers below have none there (umoci writes
+	 * whiteouts below a directory its layer replaced with a file), there
+	 * is nothing to delete.
+	 */
+	while ((slash = strchr(name, '/'))) {
+		d = kiln_tar_child_find(t, dir, name, (size_t)(slash - name));
+		if (!d || !d->node || !S_ISDIR(d->node->mode))
+			return 0;
+		dir = d->node;
+		name = slash + 1;
+	}
+	len = strlen(name);
 	if (kind == KILN_WH_OPAQUE) {
 		hide_lower(t, dir);
 		return 0;
@@ -962,6 +970,30 @@ static int entry_apply_whiteout(struct tar *t, enum kiln_whiteout_kind kind)
 	if (d && d->node && d->layer < t->layer)
 		d->node = NULL;	/* and everything below it */
 	return 0;
+}
+
+/*
+ * Whether a parent of t->path is a file already: a whiteout there deletes
+ * nothing (umoci writes whiteouts of a directory's files below the file
+ * its layer replaced the directory with) and is skipped.
+ */
+static bool below_file(struct tar *t)
+{
+	struct kiln_node *dir = t->b->root;
+	const char *name = t->path, *slash;
+
+	while ((slash = strchr(name, '/'))) {
+		struct kiln_dentry *d = kiln_tar_child_find(
+			t, dir, name, (size_t)(slash - name));
+
+		if (!d || !d->node)
+			return false;
+		if (!S_ISDIR(d->node->mode))
+			return true;
+		dir = d->node;
+		name = slash + 1;
+	}
+	return false;
 }
 
 static int tar_entry(struct tar *t, struct archive_entry *e)
@@ -992,6 +1024,8 @@ static int tar_entry(struct tar *t, struct archive_entry *e)
 		return err;
 	if (t->flatten && whiteout != KILN_WH_NONE)
 		return entry_apply_whiteout(t, whiteout);
+	if (whiteout != KILN_WH_NONE && below_file(t))
+		return 0;
 	err = kiln_tar_walk_parents(t, true, &dir, &name, &len);
 	if (err)
 		return err;
