@@ -157,9 +157,12 @@ static int feed_build(struct oci_scan *s)
 	return 0;
 }
 
+static int feed_layers(struct oci_scan *s);
+
 /*
- * 1. every layer's headers, in order, into the tree; 2. the tree linked;
- * 3. each layer again for the data of the files it still provides.
+ * Flattened: 1. every layer's headers, in order, into the tree; 2. the
+ * tree linked; 3. each layer again for the data of the files it still
+ * provides.
  */
 static int flatten(struct oci_scan *s)
 {
@@ -172,8 +175,64 @@ static int flatten(struct oci_scan *s)
 	for (size_t k = 0; !err && k < s->img->nr_layers; k++)
 		err = layer_read_all(s, k);
 	t->flatten = false;
+	return err ? err : feed_layers(s);
+}
+
+/*
+ * One layer alone: 1. its entries into the tree, as a tar's; 2. for
+ * hardlinks to files of the layers below, those files' members, looked
+ * for from the top layer below down; 3. the tree linked; 4. the data of
+ * those copies from their layers.
+ */
+static int single_layer(struct oci_scan *s, unsigned int layer)
+{
+	struct kiln_oci_links *l = NULL;
+	struct tar *t = &s->t;
+	bool again;
+	int err;
+
+	if (layer == 1)
+		return layer_read_all(s, 0);
+	err = kiln_oci_links_new(&l);
+	if (err)
+		return err;
+	t->link_below = kiln_oci_links_add;
+	t->ctx = l;
+	err = layer_read_all(s, layer - 1);
+	t->link_below = NULL;
 	if (!err)
-		err = kiln_tar_finish_tree(t);
+		err = kiln_oci_links_add_dirs(l, t);
+	t->visit = kiln_oci_links_visit;
+	for (unsigned int k = layer - 1; !err && k >= 1;) {
+		if (!kiln_oci_links_pass(l, &err))
+			break;
+		err = layer_read_all(s, k - 1);
+		if (!err)
+			err = kiln_oci_links_passed(l, t, &again);
+		if (!err && !again)
+			k--;
+	}
+	t->visit = NULL;
+	if (!err) {
+		snprintf(s->src, sizeof(s->src), "%s: layer %u", s->img->dir,
+			 layer);
+		snprintf(t->label, sizeof(t->label), "%s", s->src);
+		err = kiln_oci_links_done(l, t);
+	}
+	kiln_oci_links_free(l);
+	t->ctx = NULL;
+	return err ? err : feed_layers(s);
+}
+
+/*
+ * The tree is complete: link it, then read the layers again for the
+ * data of the files that noted their member (src_layer).
+ */
+static int feed_layers(struct oci_scan *s)
+{
+	struct tar *t = &s->t;
+	int err = kiln_tar_finish_tree(t);
+
 	if (!err)
 		err = feed_build(s);
 	for (size_t k = 0; !err && k < s->img->nr_layers; k++) {
@@ -213,7 +272,7 @@ int kiln_oci_scan(struct kiln_build *b)
 	}
 	err = kiln_tar_begin(&s.t, b, s.src);
 	if (!err && layer)
-		err = layer_read_all(&s, layer - 1);
+		err = single_layer(&s, layer);
 	else if (!err)
 		err = flatten(&s);
 	err = kiln_tar_end(&s.t, err);

@@ -91,3 +91,40 @@ int kiln_oci_blob_load(const char *dir, const struct kiln_oci_desc *desc,
 bool kiln_oci_digest_ok(const char *digest);
 
 #endif
+
+/*
+ * Hardlinks of one layer built alone to files of the layers below
+ * (oci-links.c): each such file becomes a copy in the layer, as overlayfs
+ * would copy it up, its metadata and data taken from the member of the
+ * highest layer below that holds it. oci-scan.c reads the layers below,
+ * top down, handing each entry to kiln_oci_links_visit() between
+ * kiln_oci_links_pass() and kiln_oci_links_passed(), until none is left.
+ */
+struct kiln_oci_links;
+struct tar;
+struct kiln_node;
+struct archive_entry;
+
+int kiln_oci_links_new(struct kiln_oci_links **lp);
+void kiln_oci_links_free(struct kiln_oci_links *l);
+/* tar.link_below: the copy standing for t->path (one per path). */
+int kiln_oci_links_add(struct tar *t, void *ctx, struct kiln_node **np);
+/*
+ * After the layer is read: its implied directories (KILN_NODE_IMPLICIT)
+ * are looked for too, for their metadata; not an error if none is found.
+ */
+int kiln_oci_links_add_dirs(struct kiln_oci_links *l, struct tar *t);
+/* Start a pass over a layer below: false if no copy is left to find. */
+bool kiln_oci_links_pass(struct kiln_oci_links *l, int *err);
+/* tar.visit: what the layer's entry @e says of a path looked for. */
+int kiln_oci_links_visit(struct tar *t, void *ctx, struct archive_entry *e);
+/*
+ * After the pass: copies found are done; *@again when some followed a
+ * hardlink of that layer, whose target is looked for in the same layer
+ * again. A path the layer deletes or holds as another type is an error.
+ * 0 or a negative errno, logged.
+ */
+int kiln_oci_links_passed(struct kiln_oci_links *l, struct tar *t,
+			  bool *again);
+/* After the last layer: a path still not found is an error (logged). */
+int kiln_oci_links_done(struct kiln_oci_links *l, struct tar *t);

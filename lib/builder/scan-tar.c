@@ -828,9 +828,12 @@ static int entry_hardlink(struct tar *t, struct archive_entry *e,
 	if (!err)
 		err = kiln_tar_walk_parents(t, false, &tdir, &tname, &tlen);
 	d = err ? NULL : kiln_tar_child_find(t, tdir, tname, tlen);
-	if (!err && (!d || !d->node))
+	target = d ? d->node : NULL;
+	if (!err && !target)
 		err = -ENOENT;
-	if (err == -ENOENT)
+	if (err == -ENOENT && t->link_below)
+		err = t->link_below(t, t->ctx, &target);
+	else if (err == -ENOENT)
 		err = kiln_tar_fail(t, ENOENT, "hardlink target '%s' not earlier "
 				    "in the archive (or excluded)",
 				    archive_entry_hardlink(e));
@@ -838,7 +841,6 @@ static int entry_hardlink(struct tar *t, struct archive_entry *e,
 		free(saved);
 		return err;
 	}
-	target = d->node;
 	if (S_ISDIR(target->mode)) {
 		free(saved);
 		return kiln_tar_fail(t, EPERM, "hardlink to a directory");
@@ -1367,7 +1369,10 @@ int kiln_tar_read(struct tar *t)
 			return -EIO;
 		}
 		t->member = member;
-		err = t->feed ? tar_feed(t, e) : tar_entry(t, e);
+		if (t->visit)
+			err = t->visit(t, t->ctx, e);
+		else
+			err = t->feed ? tar_feed(t, e) : tar_entry(t, e);
 		kiln_progress_tick(&b->progress);
 	}
 	return err;

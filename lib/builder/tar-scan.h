@@ -68,6 +68,16 @@ struct tar {
 	struct kiln_node **feed;
 	size_t nr_feed, next_feed;
 	bool tree_done;			/* kiln_tar_finish_tree() has run */
+	/*
+	 * One OCI layer built alone: a hardlink whose target the archive
+	 * does not hold names a file of the layers below; @link_below gives
+	 * the node that stands for it (t->path: the target, normalized).
+	 * NULL: such a hardlink is an error.
+	 */
+	int (*link_below)(struct tar *t, void *ctx, struct kiln_node **np);
+	/* Instead of reading the entries into the tree: each goes to @visit. */
+	int (*visit)(struct tar *t, void *ctx, struct archive_entry *e);
+	void *ctx;			/* for link_below and visit */
 };
 
 /*
