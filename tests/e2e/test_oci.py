@@ -171,7 +171,9 @@ def layout(tmp_path_factory):
         bundle)
     layer3 = d / "layer3.tar"
     layer3.write_bytes(tar_bytes([
-        # the marker first: the names of this layer below it stay
+        # what this layer puts in the directory stays, before the marker
+        # or after it: the marker hides the layers below only
+        ("opq/early", "file", {"data": b"early"}),
         ("opq/.wh..wh..opq", "file", {}),
         ("opq/new", "file", {"data": b"new", "mode": 0o600}),
         ("opq/sub", "dir", {"mode": 0o700}),
@@ -205,7 +207,7 @@ def layout(tmp_path_factory):
     # what the layers did, seen by umoci: the test is only as good as this
     assert not (rootfs / "etc/shadow").exists()
     assert (rootfs / "gone").is_file()
-    assert sorted(os.listdir(rootfs / "opq")) == ["new", "sub"]
+    assert sorted(os.listdir(rootfs / "opq")) == ["early", "new", "sub"]
     assert os.listdir(rootfs / "opq/sub") == []
     assert os.stat(rootfs / "usr/bin/tool").st_nlink == 4
     assert not (rootfs / "home/user/.profile").exists()
@@ -433,6 +435,11 @@ def test_bad_ref_and_bad_layer_number(kiln, layout, tmp_path):
     assert "not an OCI image layout" in err, err
     err = refused(kiln, f"{lay}:{REF}", tmp_path, "--whiteouts=keep", rc=2)
     assert "--oci-layer" in err, err
+    img = tmp_path / "x.erofs"
+    r = kiln.fails("build", "--oci-layer", "1", "--tar", tmp_path / "x.tar",
+                   img)
+    assert r.rc == 2 and "needs an OCI image source" in r.err, r.describe()
+    assert not img.exists()
 
 
 def test_two_images_need_a_ref(kiln, broken, tmp_path):
