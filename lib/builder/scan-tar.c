@@ -940,35 +940,56 @@ static bool hide_lower(struct tar *t, struct kiln_node *dir)
 }
 
 /*
+ * The directory holding the last component of t->path as the tree has
+ * it, making none: *@dirp and *@name (that component), or false if a
+ * parent is missing or deleted, or is a file (*@file then true).
+ */
+static bool parent_dir(struct tar *t, struct kiln_node **dirp,
+		       const char **name, bool *file)
+{
+	struct kiln_node *dir = t->b->root;
+	const char *p = t->path, *slash;
+
+	*file = false;
+	while ((slash = strchr(p, '/'))) {
+		struct kiln_dentry *d = kiln_tar_child_find(
+			t, dir, p, (size_t)(slash - p));
+
+		if (!d || !d->node)
+			return false;
+		if (!S_ISDIR(d->node->mode)) {
+			*file = true;
+			return false;
+		}
+		dir = d->node;
+		p = slash + 1;
+	}
+	*dirp = dir;
+	*name = p;
+	return true;
+}
+
+/*
  * Flattening: a whiteout or opaque marker of layer t->layer deletes what
  * the layers below have there (per the OCI image spec, never a name of
- * its own layer); nothing of it goes into the image.
+ * its own layer); nothing of it goes into the image. Where the layers
+ * below have no directory (umoci writes whiteouts below a directory its
+ * layer replaced with a file) there is nothing to delete.
  */
 static int entry_apply_whiteout(struct tar *t, enum kiln_whiteout_kind kind)
 {
-	struct kiln_node *dir = t->b->root;
+	struct kiln_node *dir;
 	struct kiln_dentry *d;
-	const char *name = t->path, *slash;
-	size_t len;
+	const char *name;
+	bool file;
 
-	/*
-	 * Its directory: if the layers below have none there (umoci writes
-	 * whiteouts below a directory its layer replaced with a file), there
-	 * is nothing to delete.
-	 */
-	while ((slash = strchr(name, '/'))) {
-		d = kiln_tar_child_find(t, dir, name, (size_t)(slash - name));
-		if (!d || !d->node || !S_ISDIR(d->node->mode))
-			return 0;
-		dir = d->node;
-		name = slash + 1;
-	}
-	len = strlen(name);
+	if (!parent_dir(t, &dir, &name, &file))
+		return 0;
 	if (kind == KILN_WH_OPAQUE) {
 		hide_lower(t, dir);
 		return 0;
 	}
-	d = kiln_tar_child_find(t, dir, name + 4, len - 4);
+	d = kiln_tar_child_find(t, dir, name + 4, strlen(name) - 4);
 	if (d && d->node && d->layer < t->layer)
 		d->node = NULL;	/* and everything below it */
 	return 0;
@@ -976,26 +997,15 @@ static int entry_apply_whiteout(struct tar *t, enum kiln_whiteout_kind kind)
 
 /*
  * Whether a parent of t->path is a file already: a whiteout there deletes
- * nothing (umoci writes whiteouts of a directory's files below the file
- * its layer replaced the directory with) and is skipped.
+ * nothing (umoci writes them, as above) and is skipped.
  */
 static bool below_file(struct tar *t)
 {
-	struct kiln_node *dir = t->b->root;
-	const char *name = t->path, *slash;
+	struct kiln_node *dir;
+	const char *name;
+	bool file;
 
-	while ((slash = strchr(name, '/'))) {
-		struct kiln_dentry *d = kiln_tar_child_find(
-			t, dir, name, (size_t)(slash - name));
-
-		if (!d || !d->node)
-			return false;
-		if (!S_ISDIR(d->node->mode))
-			return true;
-		dir = d->node;
-		name = slash + 1;
-	}
-	return false;
+	return !parent_dir(t, &dir, &name, &file) && file;
 }
 
 static int tar_entry(struct tar *t, struct archive_entry *e)
