@@ -263,6 +263,19 @@ def test_flattened_image_is_compressed_alike(kiln, layout, tmp_path):
         compare(rootfs, m, "kiln --oci -z lz4hc (kernel mount)")
 
 
+def test_excluded_paths_are_left_out(kiln, layout, tmp_path):
+    lay, rootfs = layout
+    img = tmp_path / "x.erofs"
+    kiln.ok("build", "-x", "usr/share/doc", "-x", "*.profile", "--oci",
+            f"{lay}:{REF}", img)
+    with kernel_mount(img) as m:
+        assert not (m / "usr/share/doc").exists()
+        assert sorted(os.listdir(m / "usr/share")) == []
+        assert (m / "usr/bin/tool").is_file()
+        assert (m / "etc/passwd").read_text() == \
+            (rootfs / "etc/passwd").read_text()
+
+
 def test_same_bytes_at_any_thread_count(kiln, layout, tmp_path):
     lay, _ = layout
     a = tmp_path / "j1.erofs"
