@@ -53,6 +53,12 @@ struct kiln_node;
 struct kiln_dentry {
 	char *name;
 	uint16_t name_len;
+	/*
+	 * A flattened OCI image's scan: the layer (1-based) whose entry made
+	 * the name or last set it; whiteouts only hide names of lower layers.
+	 */
+	uint16_t layer;
+	/* NULL while the scan runs: a name a whiteout deleted (oci-scan.c) */
 	struct kiln_node *node;
 };
 
@@ -83,6 +89,12 @@ struct kiln_node {
 	ino_t src_ino;
 	uint64_t data_hash;		/* XXH3-64 of the data (HASHED) */
 	struct kiln_zctx *zctx;		/* with KILN_NODE_ZCTX */
+	/*
+	 * A flattened OCI image's regular file: the layer (1-based) and the
+	 * member of that layer's tar (0-based) that hold its data.
+	 */
+	uint32_t src_layer;
+	uint64_t src_member;
 
 	/* xattrs: items sorted by (index, name) */
 	struct kiln_xattr_item **xattrs;
@@ -387,6 +399,16 @@ int kiln_dir_entries(const struct kiln_node *n,
  * must be open). With KILN_BUILD_VERIFY each file's data_hash is set.
  */
 int kiln_tar_scan(struct kiln_build *b);
+
+/* oci-scan.c (oci-none.c without libarchive or jansson) */
+/*
+ * Read the OCI image layout b->source ("DIR" or "DIR:REF") into the tree:
+ * with opts.oci_layer 0 its layers flattened (whiteouts applied), else
+ * that layer alone, as kiln_tar_scan() reads a tar. Every blob is checked
+ * against its digest and size. Writes regular files' data as
+ * kiln_tar_scan() does.
+ */
+int kiln_oci_scan(struct kiln_build *b);
 
 /* verify.c */
 /*

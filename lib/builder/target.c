@@ -225,7 +225,8 @@ static int check_combinations(struct kiln_build *b)
 		why = "--dedupe-shifted needs a compression algorithm (-z)";
 	else if (o->compress_off & KILN_COMPRESS_DEDUPE)
 		why = "--dedupe-shifted and --no-dedupe contradict each other";
-	else if (o->source_kind == KILN_SOURCE_TAR)
+	else if (o->source_kind == KILN_SOURCE_TAR ||
+		 o->source_kind == KILN_SOURCE_OCI)
 		why = "--dedupe-shifted needs a directory SOURCE (a tar "
 		      "stream is read only once)";
 	if (!why)

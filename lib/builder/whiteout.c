@@ -50,7 +50,8 @@ enum kiln_whiteouts kiln_whiteouts_mode(const struct kiln_build_opts *o)
 {
 	if (o->whiteouts != KILN_WHITEOUTS_AUTO)
 		return o->whiteouts;
-	return o->source_kind == KILN_SOURCE_TAR ? KILN_WHITEOUTS_OVERLAY
+	return o->source_kind == KILN_SOURCE_TAR ||
+	       o->source_kind == KILN_SOURCE_OCI ? KILN_WHITEOUTS_OVERLAY
 						 : KILN_WHITEOUTS_KEEP;
 }
 
