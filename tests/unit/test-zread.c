@@ -5,6 +5,7 @@
  * ztailpacking, fragments, dedupe) are read through the public API with
  * several access patterns and cache modes, and compared with the tree.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -78,8 +79,56 @@ static uint32_t next_rand(void)
 	return rng >> 8;
 }
 
+/*
+ * kiln_file_read_extent(): the extents tile the file from 0 to its end,
+ * each decodes to the file's bytes and holds the offset asked for, random
+ * offsets give the extent that holds them, and a small buffer is refused.
+ * A file stored uncompressed has nothing to decode: 0 everywhere.
+ */
+static bool check_extents(struct kiln_file *f, const uint8_t *want,
+			  size_t len, bool compressed)
+{
+	size_t cap = 4u << 20;
+	uint8_t *got = malloc(cap);
+	uint64_t pos = 0, ext_off = 0;
+	bool ok = got != NULL;
+	ssize_t r;
+
+	if (ok && len && !compressed) {
+		for (int i = 0; i < 20; i++)
+			ok &= kiln_file_read_extent(f, got, cap,
+						    next_rand() % len,
+						    &ext_off) == 0;
+		free(got);
+		return ok;
+	}
+	while (ok && pos < len) {
+		ext_off = UINT64_MAX;
+		r = kiln_file_read_extent(f, got, cap, pos, &ext_off);
+		ok &= r > 0 && ext_off == pos && pos + (uint64_t)r <= len &&
+		      !memcmp(got, want + pos, (size_t)r);
+		pos += r > 0 ? (uint64_t)r : len;
+	}
+	for (int i = 0; ok && i < 50 && len; i++) {
+		size_t o = next_rand() % len;
+
+		r = kiln_file_read_extent(f, got, cap, o, &ext_off);
+		ok &= r > 0 && ext_off <= o && o < ext_off + (uint64_t)r &&
+		      ext_off + (uint64_t)r <= len &&
+		      !memcmp(got, want + ext_off, (size_t)r);
+		/* every byte of a longer extent is needed: no room, no bytes */
+		if (ok && r > 1)
+			ok &= kiln_file_read_extent(f, got, (size_t)r - 1, o,
+						    &ext_off) == -ENOSPC;
+	}
+	ok &= kiln_file_read_extent(f, got, cap, len, &ext_off) == 0;
+	free(got);
+	return ok;
+}
+
 /* Read @f in several patterns and compare with @want. */
-static bool check_file(struct kiln_file *f, const uint8_t *want, size_t len)
+static bool check_file(struct kiln_file *f, const uint8_t *want, size_t len,
+		       bool compressed)
 {
 	uint8_t *got = malloc(len + 8192);
 	bool ok = true;
@@ -109,7 +158,16 @@ static bool check_file(struct kiln_file *f, const uint8_t *want, size_t len)
 	/* 4. at and past EOF */
 	ok &= kiln_file_pread(f, got, 10, len) == 0;
 	free(got);
-	return ok;
+	return ok && check_extents(f, want, len, compressed);
+}
+
+/* Whether mkfs.erofs compressed inode @nid (its st_blocks say so). */
+static bool is_compressed(struct kiln_image *img, kiln_nid_t nid)
+{
+	struct kiln_stat st;
+
+	return !kiln_stat_nid(img, nid, &st) &&
+	       st.blocks * 512 < st.size;
 }
 
 static void check_image(const char *mkfs_opts, enum kiln_cache_mode cache,
@@ -152,7 +210,7 @@ static void check_image(const char *mkfs_opts, enum kiln_cache_mode cache,
 			free(want);
 			continue;
 		}
-		if (!check_file(f, want, len)) {
+		if (!check_file(f, want, len, is_compressed(img, nid))) {
 			printf("#   %s (cache %d, flags %u): %s differs\n",
 			       mkfs_opts, cache, flags, files[i]);
 			CHECK(0);
