@@ -30,6 +30,7 @@ struct mount_opts {
 	unsigned int threads;		/* 0: libfuse's default */
 	unsigned int readahead_kb;	/* 0: the kernel's default */
 	bool no_splice;
+	bool no_store;			/* -o nostore */
 	int image_fd;			/* the image's descriptor, ours */
 	char mnt_path[PATH_MAX];	/* absolute mount point */
 	bool user_fsname;		/* -o fsname= given */
@@ -68,6 +69,10 @@ static void mount_o_help(void)
 "  readahead=KIB              kernel readahead window of the mount, KiB\n"
 "                             (default %u; 0 keeps the kernel's; root only)\n"
 "  nosplice                   copy raw file data instead of splicing it\n"
+"  nostore                    hand the kernel only the bytes a read asks for\n"
+"                             (by default a small read of a compressed file\n"
+"                             decodes its whole extent and the kernel's page\n"
+"                             cache gets every page of it)\n"
 "  allow_other                let other users see the mount\n"
 "  other FUSE mount options (allow_root, auto_unmount, fsname=...) are\n"
 "  passed to libfuse\n"
@@ -148,6 +153,13 @@ static int o_readahead(struct mount_opts *o, const char *val)
 	return 0;
 }
 
+static int o_nostore(struct mount_opts *o, const char *val)
+{
+	(void)val;
+	o->no_store = true;
+	return 0;
+}
+
 static int o_nosplice(struct mount_opts *o, const char *val)
 {
 	(void)val;
@@ -167,6 +179,7 @@ static const struct mount_o_opt {
 	{ "threads", true,  o_threads },
 	{ "readahead", true, o_readahead },
 	{ "nosplice", false, o_nosplice },
+	{ "nostore", false, o_nostore },
 };
 
 static int apply_o_one(struct mount_opts *o, char *opt)
@@ -372,8 +385,22 @@ static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 		openlog("kiln", LOG_PID, LOG_DAEMON);
 		atomic_store(&fs->to_syslog, true);
 	}
+	/* after the fork of fuse_daemonize(): threads do not survive it */
+	res = o->no_store ? 0 : kiln_fuse_store_start(fs, se);
+	if (res)
+		kiln_fuse_log(fs, LOG_WARNING, "page cache stores off: %s",
+			      strerror(-res));
 	atomic_store(&fs->serving, true);
 	res = serve(se, o);
+	kiln_fuse_store_stop(fs);
+	if (o->debug)
+		kiln_fuse_log(fs, LOG_DEBUG, "page cache stores: %llu extents "
+			      "decoded whole, %llu bytes stored, %llu refused, "
+			      "%llu reads with no free slot",
+			      (unsigned long long)atomic_load(&fs->store_extents),
+			      (unsigned long long)atomic_load(&fs->store_bytes),
+			      (unsigned long long)atomic_load(&fs->store_failed),
+			      (unsigned long long)atomic_load(&fs->store_busy));
 	/* A signal ends the loop with its number: that is a clean stop. */
 	ret = (res == 0 || res == SIGTERM || res == SIGINT || res == SIGHUP) ? 0 : 1;
 	if (ret)
