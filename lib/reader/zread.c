@@ -527,8 +527,8 @@ ssize_t kiln_zread(struct kiln_file *file, void *buf, size_t len,
 	return (ssize_t)len;
 }
 
-ssize_t kiln_zread_extent(struct kiln_file *file, void *buf, size_t cap,
-			  uint64_t off, uint64_t *ext_off)
+int kiln_zread_extent(struct kiln_file *file, void *buf, size_t cap,
+		      uint64_t off, uint64_t *ext_off, size_t *ext_len)
 {
 	struct kiln_zstate *zs;
 	struct kiln_zctx *z;
@@ -543,9 +543,14 @@ ssize_t kiln_zread_extent(struct kiln_file *file, void *buf, size_t cap,
 		err = kiln_zmap_lookup(&zs->map, off, &ext);
 	if (err)
 		return err;
-	if (ext.llen > cap || ext.llen > SSIZE_MAX)
+	/* no buffer holds more than SIZE_MAX bytes (32-bit hosts) */
+	if (ext.llen > SIZE_MAX)
 		return -ENOSPC;
 	llen = (size_t)ext.llen;
+	*ext_off = ext.la;
+	*ext_len = llen;
+	if (llen > cap)
+		return -ENOSPC;
 	switch (ext.kind) {
 	case KILN_ZEXT_HOLE:
 		memset(buf, 0, llen);
@@ -562,10 +567,7 @@ ssize_t kiln_zread_extent(struct kiln_file *file, void *buf, size_t cap,
 		err = zr_compressed(file, zs, z, &ext, buf, 0, llen, true);
 		break;
 	}
-	if (err)
-		return err;
-	*ext_off = ext.la;
-	return (ssize_t)llen;
+	return err ? err : 1;
 }
 
 int kiln_zread_locate(struct kiln_file *file, uint64_t off, uint64_t max,

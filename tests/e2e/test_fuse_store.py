@@ -377,3 +377,51 @@ def test_sigterm_while_reading_ends_the_mount(kiln, tree, images, opts):
         os.rmdir(mnt)
     assert not any(t.is_alive() for t in ts), "a reader is stuck"
     check_sanitizer("kiln mount", m.stderr())
+
+
+def logged_reads(m):
+    """The read count of the last stats line SIGUSR1 made the mount log."""
+    import re
+    import signal
+
+    before = m.stderr().count("stats:")
+    m.proc.send_signal(signal.SIGUSR1)
+    end = time.monotonic() + 10 * SLOW
+    while m.stderr().count("stats:") == before:
+        assert time.monotonic() < end, "no stats line after SIGUSR1"
+        time.sleep(0.02)
+    line = [ln for ln in m.stderr().splitlines() if "stats:" in ln][-1]
+    got = re.search(r"stats: (\d+) reads; page cache stores: (\d+) extents "
+                    r"decoded whole, (\d+) bytes stored", line)
+    assert got, line
+    return int(got.group(1)), int(got.group(2)), int(got.group(3))
+
+
+@pytest.mark.parametrize("kind", ["zstd-classic", "lz4-tailpacking"])
+def test_random_page_reads_reach_the_server_once_an_extent(kiln, tree, images,
+                                                           kind):
+    """Every page of a compressed file read once in random order: with the
+    stores the server sees about one read per extent, without them one
+    per page (the counters SIGUSR1 logs)."""
+    want = (tree / "text").read_bytes()
+    pages = list(range((len(want) + PAGE - 1) // PAGE))
+    random.Random(5).shuffle(pages)
+    counts = {}
+    for opts in ((), ("-o", "nostore")):
+        with kiln_mount(kiln, images[kind], *opts) as m:
+            f = m.mnt / "text"
+            drop_caches(f)
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+                for i in pages:
+                    assert os.pread(fd, PAGE, i * PAGE) == \
+                        want[i * PAGE:(i + 1) * PAGE], i
+            finally:
+                os.close(fd)
+            counts[opts] = logged_reads(m)
+            assert m.alive(), "SIGUSR1 ended the mount"
+    reads, extents, stored = counts[()]
+    assert extents and stored, counts
+    assert reads * 4 < counts[("-o", "nostore")][0], counts
+    assert counts[("-o", "nostore")][1:] == (0, 0), counts

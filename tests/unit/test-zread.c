@@ -88,40 +88,44 @@ static uint32_t next_rand(void)
 static bool check_extents(struct kiln_file *f, const uint8_t *want,
 			  size_t len, bool compressed)
 {
-	size_t cap = 4u << 20;
+	size_t cap = 4u << 20, ext_len = 0;
 	uint8_t *got = malloc(cap);
 	uint64_t pos = 0, ext_off = 0;
 	bool ok = got != NULL;
-	ssize_t r;
+	int r;
 
 	if (ok && len && !compressed) {
 		for (int i = 0; i < 20; i++)
 			ok &= kiln_file_read_extent(f, got, cap,
 						    next_rand() % len,
-						    &ext_off) == 0;
+						    &ext_off, &ext_len) == 0;
 		free(got);
 		return ok;
 	}
 	while (ok && pos < len) {
 		ext_off = UINT64_MAX;
-		r = kiln_file_read_extent(f, got, cap, pos, &ext_off);
-		ok &= r > 0 && ext_off == pos && pos + (uint64_t)r <= len &&
-		      !memcmp(got, want + pos, (size_t)r);
-		pos += r > 0 ? (uint64_t)r : len;
+		ext_len = 0;
+		r = kiln_file_read_extent(f, got, cap, pos, &ext_off, &ext_len);
+		ok &= r == 1 && ext_off == pos && ext_len &&
+		      pos + ext_len <= len && !memcmp(got, want + pos, ext_len);
+		pos += r == 1 && ext_len ? ext_len : len;
 	}
 	for (int i = 0; ok && i < 50 && len; i++) {
-		size_t o = next_rand() % len;
+		size_t o = next_rand() % len, small_len = 0;
+		uint64_t small_off = 0;
 
-		r = kiln_file_read_extent(f, got, cap, o, &ext_off);
-		ok &= r > 0 && ext_off <= o && o < ext_off + (uint64_t)r &&
-		      ext_off + (uint64_t)r <= len &&
-		      !memcmp(got, want + ext_off, (size_t)r);
-		/* every byte of a longer extent is needed: no room, no bytes */
-		if (ok && r > 1)
-			ok &= kiln_file_read_extent(f, got, (size_t)r - 1, o,
-						    &ext_off) == -ENOSPC;
+		r = kiln_file_read_extent(f, got, cap, o, &ext_off, &ext_len);
+		ok &= r == 1 && ext_off <= o && o < ext_off + ext_len &&
+		      ext_off + ext_len <= len &&
+		      !memcmp(got, want + ext_off, ext_len);
+		/* no room for every byte: no bytes, but the room it needs */
+		if (ok && ext_len > 1)
+			ok &= kiln_file_read_extent(f, got, ext_len - 1, o,
+						    &small_off, &small_len) ==
+			      -ENOSPC && small_off == ext_off &&
+			      small_len == ext_len;
 	}
-	ok &= kiln_file_read_extent(f, got, cap, len, &ext_off) == 0;
+	ok &= kiln_file_read_extent(f, got, cap, len, &ext_off, &ext_len) == 0;
 	free(got);
 	return ok;
 }

@@ -76,7 +76,9 @@ static void mount_o_help(void)
 "  allow_other                let other users see the mount\n"
 "  other FUSE mount options (allow_root, auto_unmount, fsname=...) are\n"
 "  passed to libfuse\n"
-"\nUnmount with 'kiln umount MOUNTPOINT', or send SIGTERM or SIGINT.\n",
+"\nUnmount with 'kiln umount MOUNTPOINT', or send SIGTERM or SIGINT.\n"
+"SIGUSR1 logs the read and page cache store counters (stderr with -f,\n"
+"else syslog).\n",
 	       KILN_FUSE_READAHEAD_KB);
 }
 
@@ -360,12 +362,49 @@ static int serve(struct fuse_session *se, const struct mount_opts *o)
 	return res;
 }
 
+/*
+ * SIGUSR1 logs the counters: blocked in every thread (the request and
+ * store threads inherit the mask), taken by one thread with sigwait().
+ */
+static void *stats_thread(void *arg)
+{
+	struct kiln_fuse_fs *fs = arg;
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	for (;;)
+		if (!sigwait(&set, &sig))
+			kiln_fuse_log_stats(fs);
+	return NULL;
+}
+
+static int stats_start(struct kiln_fuse_fs *fs, pthread_t *t)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL))
+		return -1;
+	return pthread_create(t, NULL, stats_thread, fs) ? -1 : 0;
+}
+
+static void stats_stop(pthread_t t)
+{
+	pthread_cancel(t);	/* sigwait() is a cancellation point */
+	pthread_join(t, NULL);
+}
+
 /* 1. open the image, 2. mount, 3. detach, 4. serve, 5. unmount. */
 static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 {
 	char *fargv[] = { "kiln", "-o", o->fuse_o, "-d", NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, fargv);
 	struct fuse_session *se;
+	pthread_t stats;
+	bool stats_on = false;
 	int res, ret = 1;
 
 	if (open_image(o, fs))
@@ -386,6 +425,7 @@ static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 		atomic_store(&fs->to_syslog, true);
 	}
 	/* after the fork of fuse_daemonize(): threads do not survive it */
+	stats_on = !stats_start(fs, &stats);
 	res = o->no_store ? 0 : kiln_fuse_store_start(fs, se);
 	if (res)
 		kiln_fuse_log(fs, LOG_WARNING, "page cache stores off: %s",
@@ -393,14 +433,10 @@ static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 	atomic_store(&fs->serving, true);
 	res = serve(se, o);
 	kiln_fuse_store_stop(fs);
+	if (stats_on)
+		stats_stop(stats);
 	if (o->debug)
-		kiln_fuse_log(fs, LOG_DEBUG, "page cache stores: %llu extents "
-			      "decoded whole, %llu bytes stored, %llu refused, "
-			      "%llu reads with no free slot",
-			      (unsigned long long)atomic_load(&fs->store_extents),
-			      (unsigned long long)atomic_load(&fs->store_bytes),
-			      (unsigned long long)atomic_load(&fs->store_failed),
-			      (unsigned long long)atomic_load(&fs->store_busy));
+		kiln_fuse_log_stats(fs);
 	/* A signal ends the loop with its number: that is a clean stop. */
 	ret = (res == 0 || res == SIGTERM || res == SIGINT || res == SIGHUP) ? 0 : 1;
 	if (ret)

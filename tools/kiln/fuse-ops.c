@@ -92,6 +92,18 @@ void kiln_fuse_log(struct kiln_fuse_fs *fs, int priority, const char *fmt, ...)
 		free(msg);
 }
 
+void kiln_fuse_log_stats(struct kiln_fuse_fs *fs)
+{
+	kiln_fuse_log(fs, LOG_INFO, "stats: %llu reads; page cache stores: "
+		      "%llu extents decoded whole, %llu bytes stored, "
+		      "%llu refused, %llu reads with no free slot",
+		      (unsigned long long)atomic_load(&fs->reads),
+		      (unsigned long long)atomic_load(&fs->store_extents),
+		      (unsigned long long)atomic_load(&fs->store_bytes),
+		      (unsigned long long)atomic_load(&fs->store_failed),
+		      (unsigned long long)atomic_load(&fs->store_busy));
+}
+
 void kiln_fuse_lib_log(void *ctx, enum kiln_log_level level, const char *msg)
 {
 	struct kiln_fuse_fs *fs = ctx;
@@ -190,6 +202,7 @@ int kiln_fuse_fs_init(struct kiln_fuse_fs *fs, const char *image_name,
 	atomic_init(&fs->errors_logged, 0);
 	atomic_init(&fs->no_open, false);
 	atomic_init(&fs->no_opendir, false);
+	atomic_init(&fs->reads, 0);
 	atomic_init(&fs->store_extents, 0);
 	atomic_init(&fs->store_bytes, 0);
 	atomic_init(&fs->store_busy, 0);
@@ -676,6 +689,7 @@ static void kf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int err = 0;
 
 	(void)fi;
+	atomic_fetch_add_explicit(&fs->reads, 1, memory_order_relaxed);
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;

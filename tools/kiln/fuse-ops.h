@@ -41,14 +41,17 @@
 /*
  * Page cache stores (fuse-store.c): a read of at most STORE_READ bytes of
  * a compressed file decodes its whole extent (at most STORE_MAX bytes)
- * and hands the kernel the pages it did not ask for; at most STORE_SLOTS
- * extents (buffers touched only as far as the extents they held) are
- * decoded or on their way at once. Classic-layout pclusters of 128 KiB
- * of text decode to about 1 MiB.
+ * and hands the kernel the pages it did not ask for. At most STORE_SLOTS
+ * extents are decoded or on their way at once, in buffers of STORE_BUF
+ * bytes, or more for a longer extent (classic-layout pclusters of 128
+ * KiB of C source decode to 300 KiB ... 3 MiB), all of them together at
+ * most STORE_BUDGET bytes.
  */
 #define KILN_FUSE_STORE_READ (128u * 1024u)
-#define KILN_FUSE_STORE_MAX (4u * 1024u * 1024u)
-#define KILN_FUSE_STORE_SLOTS 8
+#define KILN_FUSE_STORE_MAX (16u * 1024u * 1024u)
+#define KILN_FUSE_STORE_BUF (1024u * 1024u)
+#define KILN_FUSE_STORE_BUDGET (32u * 1024u * 1024u)
+#define KILN_FUSE_STORE_SLOTS 16
 
 struct kiln_fuse_store;
 
@@ -75,6 +78,7 @@ struct kiln_fuse_fs {
 	atomic_bool no_opendir;	/* ... and lists without FUSE_OPENDIR */
 	char mnt_dev[32];	/* "major:minor" of the mount, "" if unknown */
 	struct kiln_fuse_store *store;	/* NULL: not started */
+	atomic_ullong reads;		/* read requests */
 	atomic_ullong store_extents;	/* extents decoded whole for a read */
 	atomic_ullong store_bytes;	/* bytes the kernel took */
 	atomic_ullong store_busy;	/* reads with every slot in flight */
@@ -115,6 +119,9 @@ void kiln_fuse_store_stop(struct kiln_fuse_fs *fs);
 int kiln_fuse_store_read(fuse_req_t req, struct kiln_fuse_fs *fs,
 			 struct kiln_file *file, fuse_ino_t ino, size_t size,
 			 uint64_t off);
+
+/* One line with the read and store counters (SIGUSR1, and -d at exit). */
+void kiln_fuse_log_stats(struct kiln_fuse_fs *fs);
 
 /* Library log callback for struct kiln_image_opts (ctx: the kiln_fuse_fs). */
 void kiln_fuse_lib_log(void *ctx, enum kiln_log_level level, const char *msg);

@@ -30,7 +30,8 @@
 
 /* One extent on its way to the kernel, in the buffer it was decoded into. */
 struct store_slot {
-	char *buf;		/* KILN_FUSE_STORE_MAX bytes, made on first use */
+	char *buf;		/* @cap bytes, made on first use */
+	size_t cap;
 	fuse_ino_t ino;
 	uint64_t off;		/* file offset of buf[0] */
 	/* file ranges to store: [lo[i], hi[i]), empty when lo >= hi */
@@ -47,11 +48,16 @@ struct kiln_fuse_store {
 	pthread_cond_t exited;	/* the thread is done */
 	bool stop, done;
 	size_t page;
+	size_t alloc;			/* bytes of every slot's buffer */
 	int free_head;			/* slots no read holds */
 	int queue_head, queue_tail;	/* slots waiting for the thread */
 	struct store_slot slots[KILN_FUSE_STORE_SLOTS];
 };
 
+/*
+ * Back to the free list, buffer kept (a fresh one costs a page fault a
+ * page) until the budget wants it for a longer extent (slot_grow()).
+ */
 static void slot_free_locked(struct kiln_fuse_store *st, int i)
 {
 	st->slots[i].next = st->free_head;
@@ -209,7 +215,49 @@ void kiln_fuse_store_stop(struct kiln_fuse_fs *fs)
 	fs->store = NULL;
 }
 
-/* A free slot with its buffer, or -1: every one is in flight. */
+static void slot_put(struct kiln_fuse_store *st, int i)
+{
+	pthread_mutex_lock(&st->lock);
+	slot_free_locked(st, i);
+	pthread_mutex_unlock(&st->lock);
+}
+
+/*
+ * Give slot @s a buffer of @len bytes within the budget (its old bytes
+ * are not kept). Returns 0, or -1: over budget or out of memory.
+ */
+static int slot_grow(struct kiln_fuse_store *st, struct store_slot *s,
+		     size_t len)
+{
+	pthread_mutex_lock(&st->lock);
+	/* over budget: the buffers of idle slots go first */
+	for (int i = st->free_head;
+	     i >= 0 && st->alloc - s->cap + len > KILN_FUSE_STORE_BUDGET;
+	     i = st->slots[i].next) {
+		free(st->slots[i].buf);
+		st->alloc -= st->slots[i].cap;
+		st->slots[i].buf = NULL;
+		st->slots[i].cap = 0;
+	}
+	if (st->alloc - s->cap + len > KILN_FUSE_STORE_BUDGET) {
+		pthread_mutex_unlock(&st->lock);
+		return -1;
+	}
+	st->alloc = st->alloc - s->cap + len;
+	pthread_mutex_unlock(&st->lock);
+	free(s->buf);
+	s->buf = malloc(len);
+	s->cap = s->buf ? len : 0;
+	if (!s->buf) {
+		pthread_mutex_lock(&st->lock);
+		st->alloc -= len;
+		pthread_mutex_unlock(&st->lock);
+		return -1;
+	}
+	return 0;
+}
+
+/* A free slot with a buffer, or -1: every one is in flight. */
 static int slot_take(struct kiln_fuse_store *st)
 {
 	int i;
@@ -219,23 +267,12 @@ static int slot_take(struct kiln_fuse_store *st)
 	if (i >= 0)
 		st->free_head = st->slots[i].next;
 	pthread_mutex_unlock(&st->lock);
-	if (i >= 0 && !st->slots[i].buf) {
-		st->slots[i].buf = malloc(KILN_FUSE_STORE_MAX);
-		if (!st->slots[i].buf) {
-			pthread_mutex_lock(&st->lock);
-			slot_free_locked(st, i);
-			pthread_mutex_unlock(&st->lock);
-			return -1;
-		}
+	if (i >= 0 && !st->slots[i].cap &&
+	    slot_grow(st, &st->slots[i], KILN_FUSE_STORE_BUF)) {
+		slot_put(st, i);
+		return -1;
 	}
 	return i;
-}
-
-static void slot_put(struct kiln_fuse_store *st, int i)
-{
-	pthread_mutex_lock(&st->lock);
-	slot_free_locked(st, i);
-	pthread_mutex_unlock(&st->lock);
 }
 
 static void slot_queue(struct kiln_fuse_store *st, int i)
@@ -279,11 +316,10 @@ int kiln_fuse_store_read(fuse_req_t req, struct kiln_fuse_fs *fs,
 			 uint64_t off)
 {
 	struct kiln_fuse_store *st = fs->store;
-	uint64_t fsize = kiln_file_size(file), ext_off = 0, ext_end, end;
+	uint64_t fsize = kiln_file_size(file), ext_off = 0, ext_end, end, tail;
 	struct store_slot *s;
-	size_t head;
-	ssize_t n;
-	int i;
+	size_t head, ext_len = 0;
+	int i, res;
 
 	if (!st || off >= fsize)
 		return 0;
@@ -294,17 +330,31 @@ int kiln_fuse_store_read(fuse_req_t req, struct kiln_fuse_fs *fs,
 	}
 	s = &st->slots[i];
 	/* 1. the whole extent holding @off; any failure: read as usual */
-	n = kiln_file_read_extent(file, s->buf, KILN_FUSE_STORE_MAX, off,
-				  &ext_off);
-	if (n <= 0) {
+	res = kiln_file_read_extent(file, s->buf, s->cap, off, &ext_off,
+				    &ext_len);
+	if (res == -ENOSPC && ext_len <= KILN_FUSE_STORE_MAX &&
+	    !slot_grow(st, s, ext_len + st->page))
+		res = kiln_file_read_extent(file, s->buf, s->cap, off,
+					    &ext_off, &ext_len);
+	if (res != 1) {
 		slot_put(st, i);
 		return 0;
 	}
 	atomic_fetch_add(&fs->store_extents, 1);
-	ext_end = ext_off + (uint64_t)n;
+	ext_end = ext_off + ext_len;
+	/*
+	 * 2. the page the extent ends in, completed from the head of the
+	 * next extent (a prefix decodes cheaply), so that no page between
+	 * two extents waits for a read of its own
+	 */
+	tail = STORE_MIN((ext_end + st->page - 1) / st->page * st->page, fsize);
+	if (tail > ext_end && tail - ext_off <= s->cap &&
+	    kiln_file_pread(file, s->buf + ext_len, (size_t)(tail - ext_end),
+			    ext_end) == (ssize_t)(tail - ext_end))
+		ext_end = tail;
 	end = STORE_MIN(off + size, fsize);
 	head = (size_t)(STORE_MIN(end, ext_end) - off);
-	/* 2. answer: from the extent itself, or with the rest read after it */
+	/* 3. answer: from the extent itself, or with the rest read after it */
 	if (end <= ext_end) {
 		fuse_reply_buf(req, s->buf + (off - ext_off), head);
 	} else {
@@ -325,7 +375,7 @@ int kiln_fuse_store_read(fuse_req_t req, struct kiln_fuse_fs *fs,
 		}
 		fuse_reply_buf(req, buf, (size_t)(end - off));
 	}
-	/* 3. the other pages of the extent go to the kernel, after the reply */
+	/* 4. the other pages of the extent go to the kernel, after the reply */
 	s->ino = ino;
 	s->off = ext_off;
 	if (plan_ranges(st, s, ext_off, ext_end, fsize, off, end))
