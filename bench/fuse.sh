@@ -396,6 +396,11 @@ write_tsv "$OUT/fuse-$STAMP.tsv"
 echo
 echo "x: ratio to the kernel's EROFS mount (higher is better; for tar, kernel time / time);"
 echo "kiln/PEER rows: kiln mount against that FUSE server, same scale (2.00 = twice as fast)."
-echo "kiln and erofsfuse serve mkfs.erofs's image; kiln-own serves kiln build's image."
-echo "disk: the same workloads on mkfs.erofs's image file, no server (tar: cat of the image)."
-echo "  For plain data it bounds every server; for lz4hc it reads less than the tree holds."
+if [ "$MODES" = zstd ]; then
+	echo "zstd: every system serves kiln build's image (-z zstd:3 -C 131072)."
+	echo "The load average says how busy the machine was: on a shared one, figures move with it."
+else
+	echo "kiln and erofsfuse serve mkfs.erofs's image; kiln-own serves kiln build's image."
+	echo "disk: the same workloads on mkfs.erofs's image file, no server (tar: cat of the image)."
+	echo "  For plain data it bounds every server; for lz4hc it reads less than the tree holds."
+fi
