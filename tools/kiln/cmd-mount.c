@@ -365,36 +365,46 @@ static int serve(struct fuse_session *se, const struct mount_opts *o)
 /*
  * SIGUSR1 logs the counters: blocked in every thread (the request and
  * store threads inherit the mask), taken by one thread with sigwait().
+ * It ends on a SIGUSR1 of our own once told to quit.
  */
+struct stats_ctl {
+	struct kiln_fuse_fs *fs;
+	atomic_bool quit;
+	pthread_t thread;
+};
+
 static void *stats_thread(void *arg)
 {
-	struct kiln_fuse_fs *fs = arg;
+	struct stats_ctl *sc = arg;
 	sigset_t set;
 	int sig;
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
-	for (;;)
-		if (!sigwait(&set, &sig))
-			kiln_fuse_log_stats(fs);
+	while (!atomic_load(&sc->quit))
+		if (!sigwait(&set, &sig) && !atomic_load(&sc->quit))
+			kiln_fuse_log_stats(sc->fs);
 	return NULL;
 }
 
-static int stats_start(struct kiln_fuse_fs *fs, pthread_t *t)
+static int stats_start(struct stats_ctl *sc, struct kiln_fuse_fs *fs)
 {
 	sigset_t set;
 
+	sc->fs = fs;
+	atomic_init(&sc->quit, false);
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
 	if (pthread_sigmask(SIG_BLOCK, &set, NULL))
 		return -1;
-	return pthread_create(t, NULL, stats_thread, fs) ? -1 : 0;
+	return pthread_create(&sc->thread, NULL, stats_thread, sc) ? -1 : 0;
 }
 
-static void stats_stop(pthread_t t)
+static void stats_stop(struct stats_ctl *sc)
 {
-	pthread_cancel(t);	/* sigwait() is a cancellation point */
-	pthread_join(t, NULL);
+	atomic_store(&sc->quit, true);
+	pthread_kill(sc->thread, SIGUSR1);
+	pthread_join(sc->thread, NULL);
 }
 
 /* 1. open the image, 2. mount, 3. detach, 4. serve, 5. unmount. */
@@ -403,7 +413,7 @@ static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 	char *fargv[] = { "kiln", "-o", o->fuse_o, "-d", NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, fargv);
 	struct fuse_session *se;
-	pthread_t stats;
+	struct stats_ctl stats;
 	bool stats_on = false;
 	int res, ret = 1;
 
@@ -425,7 +435,7 @@ static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 		atomic_store(&fs->to_syslog, true);
 	}
 	/* after the fork of fuse_daemonize(): threads do not survive it */
-	stats_on = !stats_start(fs, &stats);
+	stats_on = !stats_start(&stats, fs);
 	res = o->no_store ? 0 : kiln_fuse_store_start(fs, se);
 	if (res)
 		kiln_fuse_log(fs, LOG_WARNING, "page cache stores off: %s",
@@ -434,7 +444,7 @@ static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 	res = serve(se, o);
 	kiln_fuse_store_stop(fs);
 	if (stats_on)
-		stats_stop(stats);
+		stats_stop(&stats);
 	if (o->debug)
 		kiln_fuse_log_stats(fs);
 	/* A signal ends the loop with its number: that is a clean stop. */
