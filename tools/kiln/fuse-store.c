@@ -14,7 +14,7 @@
 #include "fuse-ops.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +25,9 @@
 #define STORE_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define STORE_MAX_OF(a, b) ((a) > (b) ? (a) : (b))
 
-/* How long a stop waits for a store stuck on a page lock before aborting. */
-#define STORE_STOP_WAIT_S 2
+/* How long a stop waits for the store thread, then answers requests. */
+#define STORE_STOP_WAIT_S 1
+#define STORE_DRAIN_S 10
 
 /* One extent on its way to the kernel, in the buffer it was decoded into. */
 struct store_slot {
@@ -155,32 +156,54 @@ int kiln_fuse_store_start(struct kiln_fuse_fs *fs, struct fuse_session *se)
 }
 
 /*
- * Abort the FUSE connection through fusectl: the requests nobody will
- * answer any more end with an error, which unlocks their pages. The
- * connection's directory is named by the mount's device number.
+ * Answer requests a little longer, until the store thread is through: a
+ * store waiting on a page that a request nobody will answer any more has
+ * locked (the loop stopped on a signal) gets its page once this answers
+ * that request. Gives up after @wait_s seconds. Called with st->lock
+ * held; returns with it held.
  */
-static void abort_connection(struct kiln_fuse_fs *fs)
+static void drain_requests(struct kiln_fuse_store *st, int wait_s)
 {
-	unsigned int major, minor;
-	char path[96];
-	int fd;
+	struct fuse_buf fbuf = { .mem = NULL };
+	struct pollfd pfd = { .fd = fuse_session_fd(st->se), .events = POLLIN };
+	struct timespec now, until;
 
-	if (sscanf(fs->mnt_dev, "%u:%u", &major, &minor) != 2 || major)
-		return;
-	snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u/abort",
-		 minor);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	if (write(fd, "1", 1) != 1 && fs->debug)
-		kiln_fuse_log(fs, LOG_DEBUG, "%s: %s", path, strerror(errno));
-	close(fd);
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += wait_s;
+	/* the loop's exit flag would make every receive return 0 */
+	fuse_session_reset(st->se);
+	while (!st->done) {
+		bool gone = false;
+		int res;
+
+		pthread_mutex_unlock(&st->lock);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > until.tv_sec ||
+		    (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec))
+			gone = true;
+		res = gone ? 0 : poll(&pfd, 1, 50);
+		if (res < 0 && errno != EINTR)
+			gone = true;
+		if (res > 0) {
+			res = fuse_session_receive_buf(st->se, &fbuf);
+			if (res > 0)
+				fuse_session_process_buf(st->se, &fbuf);
+			/* 0: a signal asked to stop again; else the
+			 * connection is gone, every request ended */
+			else if (res != -EINTR && res != -EAGAIN)
+				gone = true;
+		}
+		pthread_mutex_lock(&st->lock);
+		if (gone)
+			break;
+	}
+	free(fbuf.mem);
 }
 
 /*
- * After the request loop: a store may wait on a page that a request no
- * worker will answer any more has locked (the loop stopped on a signal).
- * Give it a moment, then abort the connection to free that page.
+ * After the request loop: wait for the store thread; one stuck on a page
+ * lock gets its page by drain_requests(). A thread still stuck after
+ * that is left behind (its slots too): the process is about to exit.
  */
 void kiln_fuse_store_stop(struct kiln_fuse_fs *fs)
 {
@@ -193,18 +216,24 @@ void kiln_fuse_store_stop(struct kiln_fuse_fs *fs)
 	until.tv_sec += STORE_STOP_WAIT_S;
 	pthread_mutex_lock(&st->lock);
 	st->stop = true;
-	pthread_cond_signal(&st->wake);
+	pthread_cond_broadcast(&st->wake);
 	while (!st->done &&
 	       pthread_cond_timedwait(&st->exited, &st->lock, &until) == 0)
 		;
 	if (!st->done) {
+		kiln_fuse_log(fs, LOG_INFO, "a page cache store waits on a "
+			      "request: answering requests until it is through");
+		drain_requests(st, STORE_DRAIN_S);
+	}
+	if (!st->done) {
 		pthread_mutex_unlock(&st->lock);
 		kiln_fuse_log(fs, LOG_WARNING,
-			      "page cache store stuck at exit: aborting the connection");
-		abort_connection(fs);
-	} else {
-		pthread_mutex_unlock(&st->lock);
+			      "a page cache store is stuck: exiting without it");
+		pthread_detach(st->thread);
+		fs->store = NULL;
+		return;
 	}
+	pthread_mutex_unlock(&st->lock);
 	pthread_join(st->thread, NULL);
 	for (int i = 0; i < KILN_FUSE_STORE_SLOTS; i++)
 		free(st->slots[i].buf);
