@@ -286,6 +286,24 @@ KILN_API int kiln_file_next_data(struct kiln_file *file, uint64_t off,
 KILN_API int kiln_file_locate(struct kiln_file *file, uint64_t off,
 			      uint64_t max, uint64_t *img_off, uint64_t *len);
 
+/*
+ * Decode the whole extent of compressed @file that holds byte @off into
+ * @buf (@cap bytes, the caller's), for a cache kept above the library
+ * (a FUSE server handing the kernel every page it decoded). Sets the
+ * extent's file range, [*@ext_off, *@ext_off + *@ext_len): it holds @off
+ * and ends at most at the file size. Returns 1 when @buf holds it, 0 when
+ * @off is at or past the end of the file or the file is not compressed
+ * (nothing to decode: use kiln_file_pread()), -ENOSPC when *@ext_len is
+ * more than @cap (the range is set: call again with that much room), or
+ * a negative errno (-KILN_ECORRUPT: corrupt image). Compressed extents
+ * decode straight into @buf unless the image's decompressed-extent cache
+ * holds them. With verity every byte comes from verified blocks. A
+ * kiln_file belongs to one thread.
+ */
+KILN_API int kiln_file_read_extent(struct kiln_file *file, void *buf,
+				   size_t cap, uint64_t off, uint64_t *ext_off,
+				   size_t *ext_len);
+
 #ifdef __cplusplus
 }
 #endif

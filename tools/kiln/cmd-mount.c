@@ -30,6 +30,7 @@ struct mount_opts {
 	unsigned int threads;		/* 0: libfuse's default */
 	unsigned int readahead_kb;	/* 0: the kernel's default */
 	bool no_splice;
+	bool no_store;			/* -o nostore */
 	int image_fd;			/* the image's descriptor, ours */
 	char mnt_path[PATH_MAX];	/* absolute mount point */
 	bool user_fsname;		/* -o fsname= given */
@@ -68,10 +69,16 @@ static void mount_o_help(void)
 "  readahead=KIB              kernel readahead window of the mount, KiB\n"
 "                             (default %u; 0 keeps the kernel's; root only)\n"
 "  nosplice                   copy raw file data instead of splicing it\n"
+"  nostore                    hand the kernel only the bytes a read asks for\n"
+"                             (by default a small read of a compressed file\n"
+"                             decodes its whole extent and the kernel's page\n"
+"                             cache gets every page of it)\n"
 "  allow_other                let other users see the mount\n"
 "  other FUSE mount options (allow_root, auto_unmount, fsname=...) are\n"
 "  passed to libfuse\n"
-"\nUnmount with 'kiln umount MOUNTPOINT', or send SIGTERM or SIGINT.\n",
+"\nUnmount with 'kiln umount MOUNTPOINT', or send SIGTERM or SIGINT.\n"
+"SIGUSR1 logs the read and page cache store counters (stderr with -f,\n"
+"else syslog).\n",
 	       KILN_FUSE_READAHEAD_KB);
 }
 
@@ -148,6 +155,13 @@ static int o_readahead(struct mount_opts *o, const char *val)
 	return 0;
 }
 
+static int o_nostore(struct mount_opts *o, const char *val)
+{
+	(void)val;
+	o->no_store = true;
+	return 0;
+}
+
 static int o_nosplice(struct mount_opts *o, const char *val)
 {
 	(void)val;
@@ -167,6 +181,7 @@ static const struct mount_o_opt {
 	{ "threads", true,  o_threads },
 	{ "readahead", true, o_readahead },
 	{ "nosplice", false, o_nosplice },
+	{ "nostore", false, o_nostore },
 };
 
 static int apply_o_one(struct mount_opts *o, char *opt)
@@ -344,12 +359,59 @@ static int serve(struct fuse_session *se, const struct mount_opts *o)
 	return res;
 }
 
+/*
+ * SIGUSR1 logs the counters: blocked in every thread (the request and
+ * store threads inherit the mask), taken by one thread with sigwait().
+ * It ends on a SIGUSR1 of our own once told to quit.
+ */
+struct stats_ctl {
+	struct kiln_fuse_fs *fs;
+	atomic_bool quit;
+	pthread_t thread;
+};
+
+static void *stats_thread(void *arg)
+{
+	struct stats_ctl *sc = arg;
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	while (!atomic_load(&sc->quit))
+		if (!sigwait(&set, &sig) && !atomic_load(&sc->quit))
+			kiln_fuse_log_stats(sc->fs);
+	return NULL;
+}
+
+static int stats_start(struct stats_ctl *sc, struct kiln_fuse_fs *fs)
+{
+	sigset_t set;
+
+	sc->fs = fs;
+	atomic_init(&sc->quit, false);
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL))
+		return -1;
+	return pthread_create(&sc->thread, NULL, stats_thread, sc) ? -1 : 0;
+}
+
+static void stats_stop(struct stats_ctl *sc)
+{
+	atomic_store(&sc->quit, true);
+	pthread_kill(sc->thread, SIGUSR1);
+	pthread_join(sc->thread, NULL);
+}
+
 /* 1. open the image, 2. mount, 3. detach, 4. serve, 5. unmount. */
 static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 {
 	char *fargv[] = { "kiln", "-o", o->fuse_o, "-d", NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, fargv);
 	struct fuse_session *se;
+	struct stats_ctl stats;
+	bool stats_on = false;
 	int res, ret = 1;
 
 	if (open_image(o, fs))
@@ -369,8 +431,19 @@ static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 		openlog("kiln", LOG_PID, LOG_DAEMON);
 		atomic_store(&fs->to_syslog, true);
 	}
+	/* after the fork of fuse_daemonize(): threads do not survive it */
+	stats_on = !stats_start(&stats, fs);
+	res = o->no_store ? 0 : kiln_fuse_store_start(fs, se);
+	if (res)
+		kiln_fuse_log(fs, LOG_WARNING, "page cache stores off: %s",
+			      strerror(-res));
 	atomic_store(&fs->serving, true);
 	res = serve(se, o);
+	kiln_fuse_store_stop(fs);
+	if (stats_on)
+		stats_stop(&stats);
+	if (o->debug)
+		kiln_fuse_log_stats(fs);
 	/* A signal ends the loop with its number: that is a clean stop. */
 	ret = (res == 0 || res == SIGTERM || res == SIGINT || res == SIGHUP) ? 0 : 1;
 	if (ret)
