@@ -110,9 +110,14 @@ static ssize_t zstd_compress(void *ws, int level, void *dst, size_t dst_cap,
 /*
  * Fixed output in about one pass. The input goes in in chunks, each
  * flushed, so the stream's length is known after every chunk; each chunk
- * aims at part of the room left (half at first, by the stream's last
- * ratio, then 3/4 by this pcluster's own), and the frame ends at the last
- * flush that fits. Layout of the result:
+ * aims at part of the room left, and the frame ends at the last flush
+ * that fits. The first chunk aims at a quarter of the room, by the
+ * stream's last ratio; the next ones at 3/4 of it by this pcluster's own
+ * ratio while the data compress as the last chunk said they would
+ * (within a fifth), and at a quarter when they did not: a chunk that
+ * runs over is compressed for nothing, and on data whose ratio changes
+ * (programs, libraries) big chunks ran over often enough to compress a
+ * pcluster's input almost twice. Layout of the result:
  *
  *   magic | FHD | window | content size (4) | blocks ... | last block (3)
  *
@@ -127,6 +132,8 @@ static ssize_t zstd_compress(void *ws, int level, void *dst, size_t dst_cap,
 #define FILL_FCS_LEN		4
 #define FILL_END_LEN		3
 #define FILL_MIN_CHUNK		64
+/* A chunk's output within 1/FILL_STABLE of its estimate: the ratio holds. */
+#define FILL_STABLE		5
 #define FILL_FHD_FCS4		0x80	/* content size field of 4 bytes */
 
 /* One pass: as above, from a cleared context. */
@@ -140,6 +147,8 @@ static int zstd_fill_pass(ZSTD_CCtx *cctx, int level, ZSTD_outBuffer out,
 			  size_t slack, size_t known, uint64_t rin,
 			  uint64_t rout, struct fill_pass *p)
 {
+	bool steady = true;	/* the last chunk came out as estimated */
+
 	p->taken = p->fit = 0;
 	p->over = false;
 	ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
@@ -151,16 +160,19 @@ static int zstd_fill_pass(ZSTD_CCtx *cctx, int level, ZSTD_outBuffer out,
 		return -EINVAL;
 	while (p->taken < n) {
 		size_t left = budget - p->fit, chunk, r;
+		uint64_t est, got, want;
 		ZSTD_inBuffer in;
 
 		if (p->taken && left <= slack)
 			break;
-		chunk = (size_t)((uint64_t)left * rin / rout);
+		est = (uint64_t)left * rin / rout;
 		/* a retry goes at once to the prefix known to fit, then slower */
 		if (known)
-			chunk = p->taken ? chunk / 2 : known;
+			chunk = p->taken ? (size_t)(est / 2) : known;
+		else if (p->taken && steady)
+			chunk = (size_t)(est - est / 4);
 		else
-			chunk = p->taken ? chunk - chunk / 4 : chunk / 2;
+			chunk = (size_t)(est / 4);
 		chunk = chunk < FILL_MIN_CHUNK ? FILL_MIN_CHUNK : chunk;
 		chunk = chunk > n - p->taken ? n - p->taken : chunk;
 		in.src = src + p->taken;
@@ -179,6 +191,10 @@ static int zstd_fill_pass(ZSTD_CCtx *cctx, int level, ZSTD_outBuffer out,
 			p->over = true;
 			break;
 		}
+		got = out.pos - p->fit;
+		want = (uint64_t)chunk * rout / (rin ? rin : 1);
+		steady = got <= want + want / FILL_STABLE &&
+			 want <= got + got / FILL_STABLE;
 		p->taken += chunk;
 		p->fit = out.pos;
 		rin = p->taken;
