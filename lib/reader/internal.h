@@ -12,12 +12,20 @@
 #include <kiln/image.h>
 
 #include "format/decode.h"
+#include "source/source.h"
 #include "util/log.h"
 
 struct kiln_image {
 	struct kiln_logger logger;
 	int fd;			/* owned when opened by path, else -1 */
-	const uint8_t *map;	/* whole image, read-only mapping */
+	struct kiln_source *src;	/* where the bytes come from */
+	/* a remote image's fetched bytes (NULL for a local one) */
+	struct kiln_lazy *lazy;
+	/*
+	 * The whole image, read-only: the source's own mapping, or the lazy
+	 * view's, where only ranges kiln_metabuf_get() returned are present.
+	 */
+	const uint8_t *map;
 	uint64_t size;		/* bytes the reader may use (verity: its data) */
 	uint64_t map_len;	/* bytes mapped */
 	struct kiln_verity *verity;	/* verity.c, NULL without */

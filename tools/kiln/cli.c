@@ -266,14 +266,98 @@ int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
 	return 0;
 }
 
+static int parse_seconds(const struct cli_spec *spec, const char *name,
+			 const char *arg, unsigned int *ms)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (!*arg || *end || errno || !(v > 0) || v > 86400)
+		return cli_usage_error(spec, "--%s: '%s' is not a number of "
+				       "seconds in (0, 86400]", name, arg);
+	*ms = (unsigned int)(v * 1000 + 0.5);
+	if (!*ms)
+		*ms = 1;
+	return 0;
+}
+
+int cli_remote_option(const struct cli_spec *spec, struct cli_devices *devs,
+		      int key, const char *arg)
+{
+	struct cli_remote *r = &devs->remote;
+	struct kiln_remote_opts *o = &r->opts;
+	unsigned long long v;
+	char *end;
+
+	if (!o->struct_size)
+		kiln_remote_opts_init(o);
+	switch (key) {
+	case CLI_OPT_INSECURE:
+		o->flags |= KILN_REMOTE_INSECURE;
+		return 0;
+	case CLI_OPT_CA_FILE:
+		o->ca_file = arg;
+		return 0;
+	case CLI_OPT_MIRROR:
+		if (o->nr_mirrors == CLI_MAX_MIRRORS)
+			return cli_usage_error(spec, "at most %u --mirror options",
+					       CLI_MAX_MIRRORS);
+		if (!kiln_is_url(arg))
+			return cli_usage_error(spec, "--mirror: '%s' is not an "
+					       "http:// or https:// URL", arg);
+		r->mirrors[o->nr_mirrors++] = arg;
+		o->mirrors = r->mirrors;
+		return 0;
+	case CLI_OPT_CACHE_DIR:
+		o->cache_dir = arg;
+		return 0;
+	case CLI_OPT_CONNECT_TIMEOUT:
+		return parse_seconds(spec, "connect-timeout", arg,
+				     &o->connect_timeout_ms);
+	case CLI_OPT_STALL_TIMEOUT:
+		return parse_seconds(spec, "stall-timeout", arg,
+				     &o->stall_timeout_ms);
+	case CLI_OPT_TIMEOUT:
+		return parse_seconds(spec, "timeout", arg,
+				     &o->read_timeout_ms);
+	case CLI_OPT_RETRIES:
+		errno = 0;
+		v = strtoull(arg, &end, 10);
+		if (!*arg || *end || errno || *arg == '-' || v > 100)
+			return cli_usage_error(spec, "--retries: '%s' is not a "
+					       "number in 0..100", arg);
+		o->retries = v ? (unsigned int)v : ~0u;
+		return 0;
+	case CLI_OPT_FETCH_SIZE:
+		errno = 0;
+		v = strtoull(arg, &end, 10);
+		if (!*arg || *end || errno || v < (512u << 10) ||
+		    v > (8u << 20) || (v & (v - 1)))
+			return cli_usage_error(spec, "--fetch-size: '%s' is not "
+					       "a power of two in 524288..8388608",
+					       arg);
+		o->fetch_size = (uint32_t)v;
+		return 0;
+	}
+	return cli_usage_error(spec, "unhandled option");
+}
+
+const struct kiln_remote_opts *cli_remote_opts(struct cli_devices *devs)
+{
+	return devs && devs->remote.opts.struct_size ? &devs->remote.opts :
+	       NULL;
+}
+
 int cli_open_image(struct kiln_image **img, const char *path,
-		   struct cli_log *lg, const struct cli_devices *devs)
+		   struct cli_log *lg, struct cli_devices *devs)
 {
 	return cli_open_image_verity(img, path, lg, devs, NULL);
 }
 
 int cli_open_image_verity(struct kiln_image **img, const char *path,
-			  struct cli_log *lg, const struct cli_devices *devs,
+			  struct cli_log *lg, struct cli_devices *devs,
 			  const struct cli_verity *v)
 {
 	struct kiln_image_opts opts = {
@@ -282,6 +366,7 @@ int cli_open_image_verity(struct kiln_image **img, const char *path,
 		.log_ctx = lg,
 		.devices = devs ? devs->paths : NULL,
 		.nr_devices = devs ? devs->count : 0,
+		.remote = cli_remote_opts(devs),
 	};
 	int err;
 

@@ -97,10 +97,69 @@ enum { CLI_OPT_DEVICE = 0x1000 };
 	  "(a blob, or the tar of a --tar-index image); repeat for each, " \
 	  "in device-table order" }
 
+/*
+ * Options for an image given as an http:// or https:// URL (every
+ * command that reads an image takes them; a local image ignores them).
+ */
+#define CLI_MAX_MIRRORS 16
+enum {
+	CLI_OPT_INSECURE = 0x1200,	/* long-only keys, clear of the rest */
+	CLI_OPT_CA_FILE,
+	CLI_OPT_MIRROR,
+	CLI_OPT_CACHE_DIR,
+	CLI_OPT_CONNECT_TIMEOUT,
+	CLI_OPT_STALL_TIMEOUT,
+	CLI_OPT_TIMEOUT,
+	CLI_OPT_RETRIES,
+	CLI_OPT_FETCH_SIZE,
+	CLI_OPT_REMOTE_LAST = CLI_OPT_FETCH_SIZE,
+};
+
+#define CLI_REMOTE_OPTIONS \
+	{ "insecure", CLI_OPT_INSECURE, NULL, "URL: do not verify the " \
+	  "server's TLS certificate" }, \
+	{ "ca-file", CLI_OPT_CA_FILE, "FILE", "URL: trust the CAs in this " \
+	  "PEM file (default: the system's)" }, \
+	{ "mirror", CLI_OPT_MIRROR, "URL", "URL: another copy of the image, " \
+	  "tried when a request fails; repeatable" }, \
+	{ "cache-dir", CLI_OPT_CACHE_DIR, "DIR", "URL: where fetched bytes " \
+	  "are kept (default: $XDG_CACHE_HOME/kiln, else ~/.cache/kiln)" }, \
+	{ "connect-timeout", CLI_OPT_CONNECT_TIMEOUT, "SEC", "URL: limit " \
+	  "of one connection attempt (default 10)" }, \
+	{ "stall-timeout", CLI_OPT_STALL_TIMEOUT, "SEC", "URL: a request " \
+	  "that receives nothing this long fails (default 10)" }, \
+	{ "timeout", CLI_OPT_TIMEOUT, "SEC", "URL: a read not served " \
+	  "within this time, retries included, fails with EIO " \
+	  "(default 120)" }, \
+	{ "retries", CLI_OPT_RETRIES, "N", "URL: retries of a failed " \
+	  "request (default 4)" }, \
+	{ "fetch-size", CLI_OPT_FETCH_SIZE, "BYTES", "URL: bytes per " \
+	  "fetch unit, a power of two in 512 KiB..8 MiB (default 512 KiB)" }
+
+struct cli_remote {
+	struct kiln_remote_opts opts;
+	const char *mirrors[CLI_MAX_MIRRORS];
+};
+
+/* Where an image's bytes come from: its extra devices, how to fetch it. */
 struct cli_devices {
 	const char *paths[CLI_MAX_DEVICES];
 	unsigned int count;
+	struct cli_remote remote;
 };
+
+/* Whether @key is one of CLI_REMOTE_OPTIONS. */
+static inline bool cli_is_remote_option(int key)
+{
+	return key >= CLI_OPT_INSECURE && key <= CLI_OPT_REMOTE_LAST;
+}
+
+/* Apply remote option @key with @arg: 0, or a usage error (returns 2). */
+int cli_remote_option(const struct cli_spec *spec, struct cli_devices *devs,
+		      int key, const char *arg);
+
+/* The remote options of @devs (NULL: none given), for kiln_image_opts. */
+const struct kiln_remote_opts *cli_remote_opts(struct cli_devices *devs);
 
 /* Add @arg to @devs: 0, or a usage error printed (returns 2). */
 int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
@@ -111,7 +170,7 @@ int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
  * prints the reason and returns it on failure.
  */
 int cli_open_image(struct kiln_image **img, const char *path,
-		   struct cli_log *lg, const struct cli_devices *devs);
+		   struct cli_log *lg, struct cli_devices *devs);
 
 /* --verity ROOT_HASH, --verity-salt HEX, --verity-hash-offset BYTES. */
 struct cli_verity {
@@ -148,7 +207,7 @@ int cli_verity_option(const struct cli_spec *spec, struct cli_verity *v,
 
 /* As cli_open_image(), through the tree @v describes (NULL: none). */
 int cli_open_image_verity(struct kiln_image **img, const char *path,
-			  struct cli_log *lg, const struct cli_devices *devs,
+			  struct cli_log *lg, struct cli_devices *devs,
 			  const struct cli_verity *v);
 
 /* Point @o's verity fields at @v's (when @v->on). */

@@ -14,6 +14,7 @@
 
 static const struct cli_option cat_options[] = {
 	CLI_DEVICE_OPTION,
+	CLI_REMOTE_OPTIONS,
 };
 
 static const struct cli_spec cat_spec = {
@@ -113,9 +114,13 @@ int cmd_cat(int argc, char **argv)
 	int c, status = 0;
 	char *buf;
 
-	while ((c = cli_getopt(argc, argv, &cat_spec, &arg)) >= 0)
+	while ((c = cli_getopt(argc, argv, &cat_spec, &arg)) >= 0) {
 		if (c == CLI_OPT_DEVICE && cli_add_device(&cat_spec, &devs, arg))
 			return 2;
+		if (cli_is_remote_option(c) &&
+		    cli_remote_option(&cat_spec, &devs, c, arg))
+			return 2;
+	}
 	if (c != CLI_OPT_END)
 		return cli_opt_exit(c);
 	if (argc - optind < 2)

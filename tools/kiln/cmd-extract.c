@@ -31,6 +31,7 @@ static const struct cli_option extract_options[] = {
 	{ "quiet", 'q', NULL, "no warnings" },
 	{ "verbose", 'v', NULL, "print a summary at the end" },
 	CLI_DEVICE_OPTION,
+	CLI_REMOTE_OPTIONS,
 };
 
 static const struct cli_spec extract_spec = {
@@ -115,6 +116,11 @@ int cmd_extract(int argc, char **argv)
 		case 'v': verbose = true; break;
 		case CLI_OPT_DEVICE:
 			if (cli_add_device(&extract_spec, &devs, arg))
+				return 2;
+			break;
+		default:
+			if (cli_is_remote_option(c) &&
+			    cli_remote_option(&extract_spec, &devs, c, arg))
 				return 2;
 			break;
 		}

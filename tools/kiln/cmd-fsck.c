@@ -19,6 +19,7 @@ static const struct cli_option fsck_options[] = {
 					"file data" },
 	CLI_VERITY_OPTIONS,
 	CLI_DEVICE_OPTION,
+	CLI_REMOTE_OPTIONS,
 };
 
 static const struct cli_spec fsck_spec = {
@@ -103,6 +104,11 @@ int cmd_fsck(int argc, char **argv)
 			break;
 		case CLI_OPT_DEVICE:
 			if (cli_add_device(&fsck_spec, &devs, arg))
+				return 2;
+			break;
+		default:
+			if (cli_is_remote_option(c) &&
+			    cli_remote_option(&fsck_spec, &devs, c, arg))
 				return 2;
 			break;
 		}

@@ -25,6 +25,7 @@ static const struct cli_option info_options[] = {
 					"first Linux that mounts each (no "
 					"IMAGE)" },
 	CLI_DEVICE_OPTION,
+	CLI_REMOTE_OPTIONS,
 };
 
 static const struct cli_spec info_spec = {
@@ -493,6 +494,11 @@ int cmd_info(int argc, char **argv)
 		case OPT_KERNELS: kernels = true; break;
 		case CLI_OPT_DEVICE:
 			if (cli_add_device(&info_spec, &devs, arg))
+				return 2;
+			break;
+		default:
+			if (cli_is_remote_option(c) &&
+			    cli_remote_option(&info_spec, &devs, c, arg))
 				return 2;
 			break;
 		}

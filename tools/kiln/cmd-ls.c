@@ -34,6 +34,7 @@ static const struct cli_option ls_options[] = {
 				  "contents" },
 	{ "inode", 'i', NULL, "show each entry's nid" },
 	CLI_DEVICE_OPTION,
+	CLI_REMOTE_OPTIONS,
 };
 
 static const struct cli_spec ls_spec = {
@@ -446,6 +447,11 @@ int cmd_ls(int argc, char **argv)
 		case 'i': ls.flags |= LS_INODE; break;
 		case CLI_OPT_DEVICE:
 			if (cli_add_device(&ls_spec, &devs, arg))
+				return 2;
+			break;
+		default:
+			if (cli_is_remote_option(c) &&
+			    cli_remote_option(&ls_spec, &devs, c, arg))
 				return 2;
 			break;
 		}

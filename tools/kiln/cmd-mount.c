@@ -45,6 +45,7 @@ static const struct cli_option mount_options[] = {
 	{ "options", 'o', "OPT[,OPT...]", "mount options, see below" },
 	CLI_VERITY_OPTIONS,
 	CLI_DEVICE_OPTION,
+	CLI_REMOTE_OPTIONS,
 };
 
 static const struct cli_spec mount_spec = {
@@ -245,7 +246,10 @@ static int parse_args(struct mount_opts *o, int argc, char **argv)
 		case CLI_OPT_VERSION:
 			return 1;
 		default:
-			return -1;
+			if (!cli_is_remote_option(c) ||
+			    cli_remote_option(&mount_spec, &o->devs, c, arg))
+				return -1;
+			break;
 		}
 	}
 	if ((o->verity.has_salt || o->verity.hash_offset) && !o->verity.on) {
@@ -270,6 +274,8 @@ static int add_fsname(struct mount_opts *o)
 
 	if (o->user_fsname)
 		return 0;
+	if (strlen(src) >= PATH_MAX)
+		src = "kiln";	/* a name past PATH_MAX would not fit @opt */
 	d += sprintf(d, "fsname=");
 	for (const char *s = src; *s; s++) {
 		if (*s == ',' || *s == '\\')
@@ -307,10 +313,17 @@ static int open_image(struct mount_opts *o, struct kiln_fuse_fs *fs)
 		.nr_devices = o->devs.count,
 	};
 	struct kiln_image *img;
-	int fd = open(o->image, O_RDONLY | O_CLOEXEC), err;
+	int fd = -1, err;
 
 	cli_verity_apply(&o->verity, &io);
-	err = fd < 0 ? -errno : kiln_image_open_fd(&img, fd, &io);
+	io.remote = cli_remote_opts(&o->devs);
+	if (kiln_is_url(o->image)) {
+		/* no descriptor to splice from: reads go through the library */
+		err = kiln_image_open(&img, o->image, &io);
+	} else {
+		fd = open(o->image, O_RDONLY | O_CLOEXEC);
+		err = fd < 0 ? -errno : kiln_image_open_fd(&img, fd, &io);
+	}
 	if (err) {
 		if (fd >= 0)
 			close(fd);
@@ -387,7 +400,8 @@ out_session:
 out_image:
 	kiln_fuse_fs_detach(fs);
 	kiln_image_close(fs->img);
-	close(o->image_fd);
+	if (o->image_fd >= 0)
+		close(o->image_fd);
 	return ret;
 }
 

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Remote images: kiln_image_open() also takes an http:// or https:// URL,
+ * read lazily in ranges, with the options below (docs/remote.md).
+ */
+#ifndef KILN_REMOTE_H
+#define KILN_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kiln/kiln.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum kiln_remote_flags {
+	/* do not verify the server's TLS certificate or host name */
+	KILN_REMOTE_INSECURE = 1u << 0,
+};
+
+struct kiln_remote_opts {
+	size_t struct_size;	/* sizeof(struct kiln_remote_opts) */
+	unsigned int flags;	/* enum kiln_remote_flags */
+	const char *ca_file;	/* PEM CA bundle; NULL: the system's */
+	/*
+	 * Time limits in milliseconds (0: the default). One read of the
+	 * image that cannot be served within @read_timeout_ms, retries and
+	 * mirrors included, fails with -EIO; a request that moves no byte
+	 * for @stall_timeout_ms or takes longer than @request_timeout_ms
+	 * counts as failed and is retried while time remains.
+	 */
+	unsigned int connect_timeout_ms;	/* default 10 s */
+	unsigned int stall_timeout_ms;		/* default 10 s (rounded up to s) */
+	unsigned int request_timeout_ms;	/* default 60 s */
+	unsigned int read_timeout_ms;		/* default 120 s */
+	unsigned int retries;	/* after the first try; default 4, ~0u: none */
+	/*
+	 * Other URLs of the same image, tried in turn when a request to the
+	 * one before fails; each must report the same size.
+	 */
+	const char *const *mirrors;
+	unsigned int nr_mirrors;
+	/*
+	 * Where fetched bytes are kept while the image is open (NULL:
+	 * $XDG_CACHE_HOME/kiln, else ~/.cache/kiln, else /var/tmp).
+	 */
+	const char *cache_dir;
+	uint32_t fetch_size;	/* bytes per fetch unit, a power of two >=
+				   512 KiB; 0: 512 KiB */
+};
+
+/* Fill @o with the defaults (struct_size set, everything else 0). */
+KILN_API void kiln_remote_opts_init(struct kiln_remote_opts *o);
+
+/* Whether @path names a remote image (http:// or https://). */
+KILN_API int kiln_is_url(const char *path);
+
+/* What a remote image's reads cost so far (all zero for a local image). */
+struct kiln_remote_stats {
+	uint64_t bytes_fetched;	/* body bytes received and kept */
+	uint64_t requests;	/* HTTP requests sent, retries included */
+	uint64_t retries;	/* requests that repeated a failed one */
+	uint64_t hits;		/* reads served from bytes already fetched */
+	uint64_t misses;	/* reads that had to fetch */
+	uint64_t failures;	/* reads that ended in an error */
+};
+
+struct kiln_image;
+
+/* Counters of @img (see above); thread-safe. */
+KILN_API void kiln_image_remote_stats(const struct kiln_image *img,
+				      struct kiln_remote_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

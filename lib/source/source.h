@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Where image bytes come from: a source has a size, an identity, a
+ * pread-like fetch of a range and, when it can, a zero-copy mapping.
+ * A source without a mapping is read through a lazy view (lazy.c) that
+ * fetches on demand into a file-backed mapping.
+ */
+#ifndef KILN_SOURCE_H
+#define KILN_SOURCE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kiln/remote.h>
+
+#include "util/log.h"
+
+struct kiln_source;
+
+struct kiln_source_ops {
+	/*
+	 * Copy exactly @len bytes at @off (inside the source) into @dst.
+	 * Returns 0 or a negative errno (-EIO with the cause logged; -ESTALE
+	 * when the object is no longer the one opened). Thread-safe.
+	 */
+	int (*fetch)(struct kiln_source *src, void *dst, size_t len,
+		     uint64_t off);
+	void (*close)(struct kiln_source *src);
+};
+
+/* What every source counts; updated with relaxed atomics. */
+struct kiln_source_counters {
+	atomic_uint_fast64_t bytes_fetched;
+	atomic_uint_fast64_t requests;
+	atomic_uint_fast64_t retries;
+	atomic_uint_fast64_t hits;
+	atomic_uint_fast64_t misses;
+	atomic_uint_fast64_t failures;
+};
+
+struct kiln_source {
+	const struct kiln_source_ops *ops;
+	const struct kiln_logger *lg;	/* the image's, outlives the source */
+	uint64_t size;			/* bytes */
+	/* what the bytes are: "<size>" plus the ETag or Last-Modified */
+	char identity[256];
+	const uint8_t *map;	/* all @size bytes, read-only; NULL: none */
+	/* bytes [0, @head_len) already fetched at open (may be NULL) */
+	uint8_t *head;
+	size_t head_len;
+	struct kiln_source_counters count;
+};
+
+/* A local file or block device (@fd stays the caller's), mapped whole. */
+int kiln_source_open_fd(struct kiln_source **out, int fd,
+			const struct kiln_logger *lg);
+
+/*
+ * An http:// or https:// URL, with @o (NULL: defaults). Probes the object
+ * (size, ETag or Last-Modified) and keeps its first @head_want bytes.
+ */
+int kiln_source_open_http(struct kiln_source **out, const char *url,
+			  const struct kiln_remote_opts *o, size_t head_want,
+			  const struct kiln_logger *lg);
+
+/* Close @src (NULL: no-op). */
+void kiln_source_close(struct kiln_source *src);
+
+/*
+ * The lazy view of a source without a mapping: a sparse file of the
+ * source's size in @cache_dir (unlinked), mapped read-only, and a state
+ * per fetch unit of @unit bytes. kiln_lazy_ensure() makes a range
+ * present, fetching the missing units (adjacent ones merged, at most
+ * KILN_LAZY_MAX_RUN bytes per request); after it returns 0 the bytes at
+ * lazy->map + off stay valid and unchanged until kiln_lazy_close(), since
+ * a unit, once present, is never dropped or rewritten while open.
+ */
+#define KILN_LAZY_MAX_RUN	(8u << 20)
+#define KILN_REMOTE_UNIT_MIN	(512u << 10)
+
+struct kiln_lazy;
+
+int kiln_lazy_open(struct kiln_lazy **out, struct kiln_source *src,
+		   const char *cache_dir, uint32_t unit);
+void kiln_lazy_close(struct kiln_lazy *lz);
+const uint8_t *kiln_lazy_map(const struct kiln_lazy *lz);
+/* 0, or a negative errno with the cause logged. Thread-safe. */
+int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len);
+
+#endif
