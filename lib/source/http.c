@@ -465,14 +465,15 @@ static enum outcome check_reply(const struct http_url *u,
  */
 static enum outcome probe(struct http_source *hs, struct http_url *u,
 			  uint8_t *buf, size_t want, uint64_t *size,
-			  size_t *got, uint64_t budget_ms, char *why,
-			  size_t why_cap)
+			  size_t *got, uint64_t budget_ms, long *retry_after_ms,
+			  char *why, size_t why_cap)
 {
 	struct xfer x = { .dst = buf, .cap = want, .whole_ok = true };
 	enum outcome o = request(hs, u, &x, 0, want, false, budget_ms, why,
 				 why_cap);
 	uint64_t a, b, t;
 
+	*retry_after_ms = x.retry_after_ms;
 	if (o == CHANGED && x.status == 416) {
 		snprintf(why, why_cap, "the object is empty (not an EROFS image)");
 		return URL_FAILED;
@@ -511,11 +512,12 @@ static bool mirror_ready(struct http_source *hs, struct http_url *u,
 	uint64_t size = hs->base.size;
 	size_t got;
 	char why[512];
+	long ra;
 	enum outcome o;
 
 	pthread_mutex_lock(&u->probe_lock);
 	if (!u->probed && !u->dead) {
-		o = probe(hs, u, one, 1, &size, &got, budget_ms, why,
+		o = probe(hs, u, one, 1, &size, &got, budget_ms, &ra, why,
 			  sizeof(why));
 		if (o != DONE) {
 			kiln_log(hs->base.lg, KILN_LOG_WARN, "mirror %s: %s",
@@ -752,8 +754,9 @@ int kiln_source_open_http(struct kiln_source **out, const char *url,
 	/* the first URL that answers gives the size and the identity */
 	for (;;) {
 		struct http_url *u = &hs->urls[k];
-		uint64_t now = now_ms();
+		uint64_t now = now_ms(), wait;
 		enum outcome r;
+		long ra;
 
 		if (u->dead) {
 			k = (k + 1) % hs->nr_urls;
@@ -767,7 +770,8 @@ int kiln_source_open_http(struct kiln_source **out, const char *url,
 		}
 		tries++;
 		r = probe(hs, u, hs->base.head, head_want, &size,
-			  &hs->base.head_len, deadline - now, why, sizeof(why));
+			  &hs->base.head_len, deadline - now, &ra, why,
+			  sizeof(why));
 		if (r == DONE) {
 			atomic_store(&hs->current, k);
 			break;
@@ -784,10 +788,14 @@ int kiln_source_open_http(struct kiln_source **out, const char *url,
 			k = (k + 1) % hs->nr_urls;
 			continue;
 		}
-		kiln_log(lg, KILN_LOG_WARN, "%s%s; retrying", url_name(hs, u),
-			 why);
-		sleep_ms(jitter(hs, 0, KILN_MIN(BACKOFF_MAX_MS,
-				(uint64_t)BACKOFF_BASE_MS << (tries - 1))));
+		if (tries > hs->retries && tries >= hs->nr_urls)
+			continue;	/* the check above gives up */
+		wait = ra >= 0 ? (uint64_t)ra :
+		       jitter(hs, 0, KILN_MIN(BACKOFF_MAX_MS,
+				(uint64_t)BACKOFF_BASE_MS << (tries - 1)));
+		kiln_log(lg, KILN_LOG_WARN, "%s%s; retrying in %" PRIu64 " ms",
+			 url_name(hs, u), why, wait);
+		sleep_ms(wait);
 		k = (k + 1) % hs->nr_urls;
 	}
 	hs->base.size = size;
