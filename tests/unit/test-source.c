@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lib/source/lazy.c: units fetched once and merged, pointers that stay
+ * valid, failures that leave nothing behind, many threads at once.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "source/source.h"
+#include "tap.h"
+
+#define UNIT (512u << 10)
+
+/* A source of @size bytes (byte i is i * 7 + i / 4096) with knobs. */
+struct fake {
+	struct kiln_source base;
+	atomic_int calls;
+	atomic_int fail;	/* fail this many fetches with -EIO */
+	atomic_ullong fetched;
+	uint64_t last_off, last_len;
+	unsigned int delay_us;
+};
+
+static uint8_t byte_at(uint64_t i)
+{
+	return (uint8_t)(i * 7 + i / 4096);
+}
+
+static int fake_fetch(struct kiln_source *src, void *dst, size_t len,
+		      uint64_t off)
+{
+	struct fake *f = (struct fake *)src;
+	uint8_t *d = dst;
+
+	atomic_fetch_add(&f->calls, 1);
+	if (f->delay_us)
+		usleep(f->delay_us);
+	if (atomic_load(&f->fail) > 0) {
+		atomic_fetch_sub(&f->fail, 1);
+		/* a partial body: what arrived must never be served */
+		memset(d, 0xEE, len / 2);
+		return -EIO;
+	}
+	for (size_t k = 0; k < len; k++)
+		d[k] = byte_at(off + k);
+	f->last_off = off;
+	f->last_len = len;
+	atomic_fetch_add(&f->fetched, len);
+	return 0;
+}
+
+static void fake_close(struct kiln_source *src)
+{
+	(void)src;
+}
+
+static const struct kiln_source_ops fake_ops = {
+	.fetch = fake_fetch,
+	.close = fake_close,
+};
+
+static const struct kiln_logger quiet;
+
+static void fake_init(struct fake *f, uint64_t size)
+{
+	memset(f, 0, sizeof(*f));
+	f->base.ops = &fake_ops;
+	f->base.lg = &quiet;
+	f->base.size = size;
+}
+
+static struct kiln_lazy *lazy_of(struct fake *f)
+{
+	struct kiln_lazy *lz = NULL;
+	char dir[] = "/tmp/kiln-test-source-XXXXXX";
+
+	if (!mkdtemp(dir))
+		return NULL;
+	if (kiln_lazy_open(&lz, &f->base, dir, UNIT))
+		lz = NULL;
+	rmdir(dir);	/* the backing file is unlinked: the view keeps it */
+	return lz;
+}
+
+static bool bytes_ok(const uint8_t *p, uint64_t off, uint64_t len)
+{
+	for (uint64_t k = 0; k < len; k++)
+		if (p[k] != byte_at(off + k))
+			return false;
+	return true;
+}
+
+TEST(a_unit_is_fetched_once)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+
+	fake_init(&f, 5 * (uint64_t)UNIT + 100);
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	CHECK_EQ(kiln_lazy_ensure(lz, 10, 100), 0);
+	CHECK_EQ(kiln_lazy_ensure(lz, 1000, 4096), 0);
+	CHECK_EQ(atomic_load(&f.calls), 1);
+	CHECK_EQ(f.last_off, 0);
+	CHECK_EQ(f.last_len, UNIT);
+	CHECK(bytes_ok(kiln_lazy_map(lz) + 10, 10, UNIT - 10));
+	CHECK_EQ(atomic_load(&f.base.count.hits), 1);
+	CHECK_EQ(atomic_load(&f.base.count.misses), 1);
+	kiln_lazy_close(lz);
+}
+
+TEST(adjacent_missing_units_are_one_request)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+	uint64_t size = 5 * (uint64_t)UNIT + 100;
+
+	fake_init(&f, size);
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	CHECK_EQ(kiln_lazy_ensure(lz, 2 * (uint64_t)UNIT, 1), 0);
+	CHECK_EQ(atomic_load(&f.calls), 1);
+	/* units 0, 1 missing, 2 present, 3..5 missing: two requests */
+	CHECK_EQ(kiln_lazy_ensure(lz, 0, size), 0);
+	CHECK_EQ(atomic_load(&f.calls), 3);
+	CHECK_EQ(f.last_off, 3 * (uint64_t)UNIT);
+	CHECK_EQ(f.last_len, 2 * (uint64_t)UNIT + 100);	/* the short tail */
+	CHECK(bytes_ok(kiln_lazy_map(lz), 0, size));
+	kiln_lazy_close(lz);
+}
+
+TEST(a_run_is_bounded)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+	uint64_t size = 3 * (uint64_t)KILN_LAZY_MAX_RUN;
+
+	fake_init(&f, size);
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	CHECK_EQ(kiln_lazy_ensure(lz, 0, size), 0);
+	CHECK_EQ(atomic_load(&f.calls), 3);
+	CHECK_EQ(f.last_len, KILN_LAZY_MAX_RUN);
+	kiln_lazy_close(lz);
+}
+
+TEST(a_failed_fetch_leaves_nothing_behind)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+
+	fake_init(&f, 2 * (uint64_t)UNIT);
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	atomic_store(&f.fail, 1);
+	CHECK_EQ(kiln_lazy_ensure(lz, UNIT, 10), -EIO);
+	CHECK_EQ(atomic_load(&f.base.count.failures), 1);
+	/* the next read fetches again and never sees the partial bytes */
+	CHECK_EQ(kiln_lazy_ensure(lz, UNIT, 10), 0);
+	CHECK_EQ(atomic_load(&f.calls), 2);
+	CHECK(bytes_ok(kiln_lazy_map(lz) + UNIT, UNIT, UNIT));
+	kiln_lazy_close(lz);
+}
+
+TEST(the_probe_head_is_kept)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+	uint8_t *head = malloc(UNIT);
+
+	CHECK(head != NULL);
+	if (!head)
+		return;
+	fake_init(&f, 3 * (uint64_t)UNIT);
+	for (uint64_t k = 0; k < UNIT; k++)
+		head[k] = byte_at(k);
+	f.base.head = head;
+	f.base.head_len = UNIT;
+	lz = lazy_of(&f);
+	if (lz) {
+		CHECK_EQ(kiln_lazy_ensure(lz, 0, UNIT), 0);
+		CHECK_EQ(atomic_load(&f.calls), 0);
+		CHECK(bytes_ok(kiln_lazy_map(lz), 0, UNIT));
+	}
+	CHECK(lz != NULL);
+	kiln_lazy_close(lz);
+	free(head);
+}
+
+struct reader {
+	struct kiln_lazy *lz;
+	uint64_t size;
+	unsigned int seed;
+	int bad;
+};
+
+static void *read_random(void *arg)
+{
+	struct reader *r = arg;
+
+	for (int i = 0; i < 300; i++) {
+		uint64_t off = (uint64_t)rand_r(&r->seed) % r->size;
+		uint64_t len = 1 + (uint64_t)rand_r(&r->seed) % (3 * UNIT);
+
+		if (len > r->size - off)
+			len = r->size - off;
+		if (kiln_lazy_ensure(r->lz, off, len) ||
+		    !bytes_ok(kiln_lazy_map(r->lz) + off, off, len))
+			r->bad++;
+	}
+	return NULL;
+}
+
+TEST(threads_share_units_and_see_right_bytes)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+	struct reader r[6];
+	pthread_t t[6];
+	uint64_t size = 40 * (uint64_t)UNIT + 12345;
+
+	fake_init(&f, size);
+	f.delay_us = 200;
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	for (int k = 0; k < 6; k++) {
+		r[k] = (struct reader){ .lz = lz, .size = size,
+					.seed = (unsigned int)k + 1 };
+		pthread_create(&t[k], NULL, read_random, &r[k]);
+	}
+	for (int k = 0; k < 6; k++) {
+		pthread_join(t[k], NULL);
+		CHECK_EQ(r[k].bad, 0);
+	}
+	/* every unit came exactly once */
+	CHECK(atomic_load(&f.fetched) <= size);
+	kiln_lazy_close(lz);
+}
+
+TAP_MAIN(TAP_ENTRY(a_unit_is_fetched_once),
+	 TAP_ENTRY(adjacent_missing_units_are_one_request),
+	 TAP_ENTRY(a_run_is_bounded),
+	 TAP_ENTRY(a_failed_fetch_leaves_nothing_behind),
+	 TAP_ENTRY(the_probe_head_is_kept),
+	 TAP_ENTRY(threads_share_units_and_see_right_bytes))
