@@ -18,6 +18,10 @@ extern "C" {
 enum kiln_remote_flags {
 	/* do not verify the server's TLS certificate or host name */
 	KILN_REMOTE_INSECURE = 1u << 0,
+	/* keep nothing on disk (fetched bytes live in memory while open) */
+	KILN_REMOTE_NO_CACHE = 1u << 1,
+	/* no network: serve what the cache holds, EIO for the rest */
+	KILN_REMOTE_OFFLINE = 1u << 2,
 };
 
 struct kiln_remote_opts {
@@ -43,12 +47,16 @@ struct kiln_remote_opts {
 	const char *const *mirrors;
 	unsigned int nr_mirrors;
 	/*
-	 * Where fetched bytes are kept while the image is open (NULL:
-	 * $XDG_CACHE_HOME/kiln, else ~/.cache/kiln, else /var/tmp).
+	 * The on-disk chunk cache, shared by every process naming the same
+	 * directory (NULL: $XDG_CACHE_HOME/kiln, else ~/.cache/kiln), at
+	 * most @cache_size bytes (0: 4 GiB), least recently used chunks
+	 * evicted first. The bytes in use by an open image live in memory
+	 * (a memfd of the image's size, filled only where read).
 	 */
 	const char *cache_dir;
 	uint32_t fetch_size;	/* bytes per fetch unit, a power of two >=
 				   512 KiB; 0: 512 KiB */
+	uint64_t cache_size;
 };
 
 /* Fill @o with the defaults (struct_size set, everything else 0). */
@@ -72,6 +80,40 @@ struct kiln_image;
 /* Counters of @img (see above); thread-safe. */
 KILN_API void kiln_image_remote_stats(const struct kiln_image *img,
 				      struct kiln_remote_stats *st);
+
+/* Totals a cache directory keeps of every process that used it. */
+struct kiln_cache_stats {
+	uint64_t bytes_fetched;	/* from servers */
+	uint64_t requests;
+	uint64_t retries;
+	uint64_t hits;		/* reads served from bytes in memory */
+	uint64_t misses;	/* reads that needed the cache or a server */
+	uint64_t disk_hits;	/* units loaded from the cache */
+	uint64_t stored_bytes;	/* bytes written into the cache */
+	uint64_t evicted;	/* chunks deleted to stay under the cap */
+};
+
+struct kiln_cache_info {
+	uint64_t chunks;	/* chunk files found (or removed) */
+	uint64_t bytes;		/* their size on disk */
+	uint64_t bad;		/* chunks that failed verification (removed) */
+	struct kiln_cache_stats totals;
+};
+
+typedef void (*kiln_cache_bad_fn)(void *ctx, const char *path,
+				  const char *why);
+
+/*
+ * The cache directory @dir (NULL: the default): kiln_cache_stat() counts
+ * its chunks and reads its totals; kiln_cache_verify() also checks every
+ * chunk's checksum and identity, calling @fn (may be NULL) for and
+ * deleting each bad one; kiln_cache_clear() deletes every chunk and the
+ * totals. 0 or a negative errno. Safe while other processes use it.
+ */
+KILN_API int kiln_cache_stat(const char *dir, struct kiln_cache_info *info);
+KILN_API int kiln_cache_verify(const char *dir, struct kiln_cache_info *info,
+			       kiln_cache_bad_fn fn, void *ctx);
+KILN_API int kiln_cache_clear(const char *dir, struct kiln_cache_info *info);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 #include "codec/codec.h"
 #include "reader/internal.h"
 #include "reader/verity.h"
+#include "source/cache.h"
 #include "util/checked.h"
 #include "util/endian.h"
 
@@ -328,7 +329,7 @@ static int read_super(struct kiln_image *img,
 
 /* Attach the source: its own mapping, or a lazy view of a remote one. */
 static int image_attach(struct kiln_image *img, struct kiln_source *src,
-			const char *cache_dir, uint32_t unit)
+			struct kiln_cache *cache, uint32_t unit)
 {
 	int err;
 
@@ -339,7 +340,7 @@ static int image_attach(struct kiln_image *img, struct kiln_source *src,
 		img->map = src->map;
 		return 0;
 	}
-	err = kiln_lazy_open(&img->lazy, src, cache_dir, unit);
+	err = kiln_lazy_open(&img->lazy, src, cache, unit);
 	if (err)
 		return err;
 	img->map = kiln_lazy_map(img->lazy);
@@ -444,8 +445,11 @@ static int image_open_url(struct kiln_image **out, const char *url,
 	size_t n = ro ? ro->struct_size : 0;
 	struct kiln_image *img = image_new(opts);
 	const char *dir = NULL;
-	struct kiln_source *src;
+	struct kiln_source *src = NULL;
+	struct kiln_cache *cache = NULL;
 	uint32_t unit = KILN_REMOTE_UNIT_MIN;
+	unsigned int flags;
+	uint64_t cap = 0;
 	int err;
 
 	*out = NULL;
@@ -473,10 +477,26 @@ static int image_open_url(struct kiln_image **out, const char *url,
 		kiln_image_close(img);
 		return -EOPNOTSUPP;
 	}
+	if (n >= offsetof(struct kiln_remote_opts, cache_size) +
+		 sizeof(ro->cache_size))
+		cap = ro->cache_size;
+	flags = n >= offsetof(struct kiln_remote_opts, flags) +
+		     sizeof(ro->flags) ? ro->flags : 0;
 	/* the first unit holds the superblock: one request opens the image */
-	err = kiln_source_open_http(&src, url, ro, unit, &img->logger);
+	if (flags & KILN_REMOTE_OFFLINE)
+		err = kiln_source_open_offline(&src, url, dir, unit,
+					       &img->logger);
+	else
+		err = kiln_source_open_http(&src, url, ro, unit, &img->logger);
+	/* a cache that cannot be used is logged, and the image read without */
+	if (!err && !(flags & KILN_REMOTE_NO_CACHE) &&
+	    kiln_cache_open(&cache, dir, url, src->identity, unit, cap,
+			    &img->logger))
+		cache = NULL;
 	if (!err)
-		err = image_attach(img, src, dir, unit);
+		err = image_attach(img, src, cache, unit);
+	else
+		img->src = NULL;
 	if (!err)
 		err = image_finish(img, opts);
 	if (err) {

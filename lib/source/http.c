@@ -774,6 +774,8 @@ int kiln_source_open_http(struct kiln_source **out, const char *url,
 			  sizeof(why));
 		if (r == DONE) {
 			atomic_store(&hs->current, k);
+			atomic_fetch_add(&hs->base.count.bytes_fetched,
+					 hs->base.head_len);
 			break;
 		}
 		if (r != RETRY) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The lazy view of a source without a mapping: fetch units on demand into
- * a sparse, unlinked file of the image's size, mapped read-only.
+ * The lazy view of a source without a mapping: fetch units on demand (or
+ * load them from the chunk cache) into a memfd of the image's size,
+ * mapped read-only. Only the units read take memory.
  *
  * Each unit is ABSENT, FETCHING (one thread claimed it and is fetching it)
  * or PRESENT. A unit becomes PRESENT only after every byte of it was
@@ -23,15 +24,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "source/cache.h"
 #include "source/source.h"
 
 enum { ABSENT = 0, FETCHING = 1, PRESENT = 2 };
 
 struct kiln_lazy {
 	struct kiln_source *src;
-	int fd;			/* the backing file, unlinked */
+	struct kiln_cache *cache;	/* may be NULL */
+	int fd;			/* the memfd */
 	const uint8_t *map;	/* src->size bytes of it */
-	char *dir;		/* for messages */
 	unsigned int unit_bits;
 	uint64_t units;
 	_Atomic uint8_t *state;	/* per unit */
@@ -41,72 +43,17 @@ struct kiln_lazy {
 	int last_err;		/* of the latest one */
 };
 
-static int make_dirs(char *path)
-{
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, 0700) < 0 && errno != EEXIST) {
-			*p = '/';
-			return -errno;
-		}
-		*p = '/';
-	}
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
-static char *default_dir(void)
-{
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-	char *d = NULL;
-
-	if (xdg && xdg[0] == '/') {
-		if (asprintf(&d, "%s/kiln", xdg) < 0)
-			d = NULL;
-	} else if (home && home[0] == '/') {
-		if (asprintf(&d, "%s/.cache/kiln", home) < 0)
-			d = NULL;
-	} else {
-		d = strdup("/var/tmp");
-	}
-	return d;
-}
-
 static int backing_file(struct kiln_lazy *lz)
 {
-	const struct kiln_logger *lg = lz->src->lg;
-	char *tmpl = NULL;
-	int err, fd;
+	int fd = memfd_create("kiln-image", MFD_CLOEXEC), err;
 
-	err = make_dirs(lz->dir);
-	if (err) {
-		kiln_log(lg, KILN_LOG_ERROR, "cache directory %s: %s", lz->dir,
-			 strerror(-err));
-		return err;
-	}
-	fd = open(lz->dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
-		if (asprintf(&tmpl, "%s/.kiln-XXXXXX", lz->dir) < 0)
-			return -ENOMEM;
-		fd = mkostemp(tmpl, O_CLOEXEC);
-		if (fd >= 0)
-			unlink(tmpl);
-		free(tmpl);
-	}
-	if (fd < 0) {
-		err = -errno;
-		kiln_log(lg, KILN_LOG_ERROR, "cache directory %s: %s", lz->dir,
-			 strerror(-err));
-		return err;
-	}
+	if (fd < 0)
+		return -errno;
 	lz->fd = fd;
 	if (ftruncate(fd, (off_t)lz->src->size) < 0) {
 		err = -errno;
-		kiln_log(lg, KILN_LOG_ERROR, "cache directory %s: %s", lz->dir,
-			 strerror(-err));
+		kiln_log(lz->src->lg, KILN_LOG_ERROR,
+			 "memory for the image's bytes: %s", strerror(-err));
 		return err;
 	}
 	lz->map = mmap(NULL, (size_t)lz->src->size, PROT_READ, MAP_SHARED, fd,
@@ -130,8 +77,8 @@ static int store(struct kiln_lazy *lz, const uint8_t *buf, size_t len,
 			int err = n < 0 ? errno : ENOSPC;
 
 			kiln_log(lz->src->lg, KILN_LOG_ERROR,
-				 "cache directory %s: cannot keep fetched bytes: %s",
-				 lz->dir, strerror(err));
+				 "memory for the image's bytes: %s",
+				 strerror(err));
 			return -EIO;
 		}
 		buf += n;
@@ -149,18 +96,19 @@ static uint64_t unit_end(const struct kiln_lazy *lz, uint64_t u)
 }
 
 int kiln_lazy_open(struct kiln_lazy **out, struct kiln_source *src,
-		   const char *cache_dir, uint32_t unit)
+		   struct kiln_cache *cache, uint32_t unit)
 {
 	struct kiln_lazy *lz;
 	int err;
 
 	*out = NULL;
-	if (src->size > SIZE_MAX)
-		return -EFBIG;
-	lz = calloc(1, sizeof(*lz));
-	if (!lz)
-		return -ENOMEM;
+	lz = src->size > SIZE_MAX ? NULL : calloc(1, sizeof(*lz));
+	if (!lz) {
+		kiln_cache_close(cache);
+		return src->size > SIZE_MAX ? -EFBIG : -ENOMEM;
+	}
 	lz->src = src;
+	lz->cache = cache;
 	lz->fd = -1;
 	pthread_mutex_init(&lz->lock, NULL);
 	pthread_cond_init(&lz->cond, NULL);
@@ -168,8 +116,7 @@ int kiln_lazy_open(struct kiln_lazy **out, struct kiln_source *src,
 		lz->unit_bits++;
 	lz->units = ((src->size - 1) >> lz->unit_bits) + 1;
 	lz->state = calloc((size_t)lz->units, sizeof(*lz->state));
-	lz->dir = cache_dir ? strdup(cache_dir) : default_dir();
-	if (!lz->state || !lz->dir) {
+	if (!lz->state) {
 		kiln_lazy_close(lz);
 		return -ENOMEM;
 	}
@@ -185,6 +132,11 @@ int kiln_lazy_open(struct kiln_lazy **out, struct kiln_source *src,
 		if (unit_end(lz, u) > src->head_len)
 			break;
 		atomic_store(&lz->state[u], PRESENT);
+		if (lz->cache)
+			kiln_cache_store(lz->cache, u, src->head +
+					 (u << lz->unit_bits),
+					 (size_t)(unit_end(lz, u) -
+						  (u << lz->unit_bits)));
 	}
 	*out = lz;
 	return 0;
@@ -198,10 +150,21 @@ void kiln_lazy_close(struct kiln_lazy *lz)
 		munmap((void *)(uintptr_t)lz->map, (size_t)lz->src->size);
 	if (lz->fd >= 0)
 		close(lz->fd);
+	if (lz->cache) {
+		const struct kiln_source_counters *c = &lz->src->count;
+		struct kiln_cache_stats st = {
+			.bytes_fetched = atomic_load(&c->bytes_fetched),
+			.requests = atomic_load(&c->requests),
+			.retries = atomic_load(&c->retries),
+			.hits = atomic_load(&c->hits),
+			.misses = atomic_load(&c->misses),
+		};
+
+		kiln_cache_close_with(lz->cache, &st);
+	}
 	pthread_mutex_destroy(&lz->lock);
 	pthread_cond_destroy(&lz->cond);
 	free((void *)lz->state);
-	free(lz->dir);
 	free(lz);
 }
 
@@ -210,19 +173,51 @@ const uint8_t *kiln_lazy_map(const struct kiln_lazy *lz)
 	return lz->map;
 }
 
-/* Fetch units [@u, @v] (claimed by this thread) and store them. */
+/*
+ * Units [@u, @v] (claimed by this thread) into the view: those the cache
+ * holds from it, the rest fetched in runs and kept in the cache.
+ */
 static int fetch_run(struct kiln_lazy *lz, uint64_t u, uint64_t v)
 {
 	uint64_t off = u << lz->unit_bits, end = unit_end(lz, v);
 	size_t len = (size_t)(end - off);
 	uint8_t *buf = malloc(len);
-	int err;
+	bool *have = calloc((size_t)(v - u + 1), sizeof(*have));
+	int err = 0;
 
-	if (!buf)
+	if (!buf || !have) {
+		free(buf);
+		free(have);
 		return -ENOMEM;
-	err = lz->src->ops->fetch(lz->src, buf, len, off);
+	}
+	for (uint64_t k = u; lz->cache && k <= v; k++)
+		have[k - u] = kiln_cache_load(lz->cache, k, buf +
+					      ((k - u) << lz->unit_bits),
+					      (size_t)(unit_end(lz, k) -
+						       (k << lz->unit_bits)));
+	for (uint64_t a = u; !err && a <= v; ) {
+		uint64_t b = a, s, e;
+
+		if (have[a - u]) {
+			a++;
+			continue;
+		}
+		while (b < v && !have[b + 1 - u])
+			b++;
+		s = a << lz->unit_bits;
+		e = unit_end(lz, b);
+		err = lz->src->ops->fetch(lz->src, buf + (s - off),
+					  (size_t)(e - s), s);
+		for (uint64_t k = a; !err && lz->cache && k <= b; k++)
+			kiln_cache_store(lz->cache, k, buf +
+					 ((k - u) << lz->unit_bits),
+					 (size_t)(unit_end(lz, k) -
+						  (k << lz->unit_bits)));
+		a = b + 1;
+	}
 	if (!err)
 		err = store(lz, buf, len, off);
+	free(have);
 	free(buf);
 	return err;
 }

@@ -65,15 +65,24 @@ int kiln_source_open_http(struct kiln_source **out, const char *url,
 			  const struct kiln_remote_opts *o, size_t head_want,
 			  const struct kiln_logger *lg);
 
+/*
+ * @url without network: size and identity as the cache in @cache_dir
+ * (NULL: the default) recorded them; fetches fail.
+ */
+int kiln_source_open_offline(struct kiln_source **out, const char *url,
+			     const char *cache_dir, uint32_t unit,
+			     const struct kiln_logger *lg);
+
 /* Close @src (NULL: no-op). */
 void kiln_source_close(struct kiln_source *src);
 
 /*
- * The lazy view of a source without a mapping: a sparse file of the
- * source's size in @cache_dir (unlinked), mapped read-only, and a state
- * per fetch unit of @unit bytes. kiln_lazy_ensure() makes a range
- * present, fetching the missing units (adjacent ones merged, at most
- * KILN_LAZY_MAX_RUN bytes per request); after it returns 0 the bytes at
+ * The lazy view of a source without a mapping: a memfd of the source's
+ * size, mapped read-only, filled where read, and a state per fetch unit
+ * of @unit bytes. kiln_lazy_ensure() makes a range present, loading the
+ * missing units from @cache (may be NULL; the view owns it) or fetching
+ * them (adjacent ones merged, at most KILN_LAZY_MAX_RUN bytes per
+ * request) and keeping them in @cache; after it returns 0 the bytes at
  * lazy->map + off stay valid and unchanged until kiln_lazy_close(), since
  * a unit, once present, is never dropped or rewritten while open.
  */
@@ -81,9 +90,10 @@ void kiln_source_close(struct kiln_source *src);
 #define KILN_REMOTE_UNIT_MIN	(512u << 10)
 
 struct kiln_lazy;
+struct kiln_cache;
 
 int kiln_lazy_open(struct kiln_lazy **out, struct kiln_source *src,
-		   const char *cache_dir, uint32_t unit);
+		   struct kiln_cache *cache, uint32_t unit);
 void kiln_lazy_close(struct kiln_lazy *lz);
 const uint8_t *kiln_lazy_map(const struct kiln_lazy *lz);
 /* 0, or a negative errno with the cause logged. Thread-safe. */

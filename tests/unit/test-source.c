@@ -80,7 +80,7 @@ static struct kiln_lazy *lazy_of(struct fake *f)
 
 	if (!mkdtemp(dir))
 		return NULL;
-	if (kiln_lazy_open(&lz, &f->base, dir, UNIT))
+	if (kiln_lazy_open(&lz, &f->base, NULL, UNIT))
 		lz = NULL;
 	rmdir(dir);	/* the backing file is unlinked: the view keeps it */
 	return lz;

@@ -340,8 +340,44 @@ int cli_remote_option(const struct cli_spec *spec, struct cli_devices *devs,
 					       arg);
 		o->fetch_size = (uint32_t)v;
 		return 0;
+	case CLI_OPT_CACHE_SIZE:
+		if (cli_parse_size(arg, &o->cache_size) || !o->cache_size)
+			return cli_usage_error(spec, "--cache-size: '%s' is not "
+					       "a size (4G, 512M, 100k, bytes)",
+					       arg);
+		return 0;
+	case CLI_OPT_NO_CACHE:
+		o->flags |= KILN_REMOTE_NO_CACHE;
+		return 0;
+	case CLI_OPT_OFFLINE:
+		o->flags |= KILN_REMOTE_OFFLINE;
+		return 0;
 	}
 	return cli_usage_error(spec, "unhandled option");
+}
+
+int cli_parse_size(const char *arg, uint64_t *v)
+{
+	unsigned long long n;
+	unsigned int shift = 0;
+	char *end;
+
+	errno = 0;
+	n = strtoull(arg, &end, 10);
+	if (!*arg || *arg == '-' || errno || end == arg)
+		return -EINVAL;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end || (shift && n > (~0ull >> shift)))
+		return -EINVAL;
+	*v = (uint64_t)n << shift;
+	return 0;
 }
 
 const struct kiln_remote_opts *cli_remote_opts(struct cli_devices *devs)

@@ -25,6 +25,7 @@ int cmd_info(int argc, char **argv);
 int cmd_fsck(int argc, char **argv);
 int cmd_mount(int argc, char **argv);
 int cmd_umount(int argc, char **argv);
+int cmd_cache(int argc, char **argv);
 
 /*
  * Options of one subcommand, as a table. @key is the short option letter,
@@ -112,7 +113,10 @@ enum {
 	CLI_OPT_TIMEOUT,
 	CLI_OPT_RETRIES,
 	CLI_OPT_FETCH_SIZE,
-	CLI_OPT_REMOTE_LAST = CLI_OPT_FETCH_SIZE,
+	CLI_OPT_CACHE_SIZE,
+	CLI_OPT_NO_CACHE,
+	CLI_OPT_OFFLINE,
+	CLI_OPT_REMOTE_LAST = CLI_OPT_OFFLINE,
 };
 
 #define CLI_REMOTE_OPTIONS \
@@ -122,8 +126,9 @@ enum {
 	  "PEM file (default: the system's)" }, \
 	{ "mirror", CLI_OPT_MIRROR, "URL", "URL: another copy of the image, " \
 	  "tried when a request fails; repeatable" }, \
-	{ "cache-dir", CLI_OPT_CACHE_DIR, "DIR", "URL: where fetched bytes " \
-	  "are kept (default: $XDG_CACHE_HOME/kiln, else ~/.cache/kiln)" }, \
+	{ "cache-dir", CLI_OPT_CACHE_DIR, "DIR", "URL: the chunk cache, " \
+	  "shared by every kiln (default: $XDG_CACHE_HOME/kiln, else " \
+	  "~/.cache/kiln)" }, \
 	{ "connect-timeout", CLI_OPT_CONNECT_TIMEOUT, "SEC", "URL: limit " \
 	  "of one connection attempt (default 10)" }, \
 	{ "stall-timeout", CLI_OPT_STALL_TIMEOUT, "SEC", "URL: a request " \
@@ -134,7 +139,12 @@ enum {
 	{ "retries", CLI_OPT_RETRIES, "N", "URL: retries of a failed " \
 	  "request (default 4)" }, \
 	{ "fetch-size", CLI_OPT_FETCH_SIZE, "BYTES", "URL: bytes per " \
-	  "fetch unit, a power of two in 512 KiB..8 MiB (default 512 KiB)" }
+	  "fetch unit, a power of two in 512 KiB..8 MiB (default 512 KiB)" }, \
+	{ "cache-size", CLI_OPT_CACHE_SIZE, "SIZE", "URL: cap of the cache " \
+	  "directory, least recently used chunks evicted (default 4G)" }, \
+	{ "no-cache", CLI_OPT_NO_CACHE, NULL, "URL: keep nothing on disk" }, \
+	{ "offline", CLI_OPT_OFFLINE, NULL, "URL: no network; serve what " \
+	  "the cache holds, EIO for the rest" }
 
 struct cli_remote {
 	struct kiln_remote_opts opts;
@@ -212,6 +222,9 @@ int cli_open_image_verity(struct kiln_image **img, const char *path,
 
 /* Point @o's verity fields at @v's (when @v->on). */
 void cli_verity_apply(const struct cli_verity *v, struct kiln_image_opts *o);
+
+/* "4G", "512M", "100k", "123" (bytes) into *@v: 0, or -EINVAL. */
+int cli_parse_size(const char *arg, uint64_t *v);
 
 /* "512 B", "1.5 KiB", "3.0 GiB" into @buf. Returns @buf. */
 const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);

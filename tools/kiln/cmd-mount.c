@@ -8,7 +8,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +74,9 @@ static void mount_o_help(void)
 "  allow_other                let other users see the mount\n"
 "  other FUSE mount options (allow_root, auto_unmount, fsname=...) are\n"
 "  passed to libfuse\n"
-"\nUnmount with 'kiln umount MOUNTPOINT', or send SIGTERM or SIGINT.\n",
+"\nUnmount with 'kiln umount MOUNTPOINT', or send SIGTERM or SIGINT.\n"
+"SIGUSR1 logs the counters of a remote image (bytes fetched, requests,\n"
+"retries, hits, misses, failed reads).\n",
 	       KILN_FUSE_READAHEAD_KB);
 }
 
@@ -360,11 +364,65 @@ static int serve(struct fuse_session *se, const struct mount_opts *o)
 	return res;
 }
 
+/* SIGUSR1: the remote image's counters into the mount's log. */
+struct stats_thread {
+	pthread_t tid;
+	struct kiln_fuse_fs *fs;
+	atomic_bool stop;
+	bool running;
+};
+
+static void *stats_loop(void *arg)
+{
+	struct stats_thread *t = arg;
+	struct kiln_remote_stats st;
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	while (!sigwait(&set, &sig) && !atomic_load(&t->stop)) {
+		kiln_image_remote_stats(t->fs->img, &st);
+		kiln_fuse_log(t->fs, LOG_INFO,
+			      "remote: %llu bytes fetched, %llu requests, %llu retries, %llu hits, %llu misses, %llu failed reads",
+			      (unsigned long long)st.bytes_fetched,
+			      (unsigned long long)st.requests,
+			      (unsigned long long)st.retries,
+			      (unsigned long long)st.hits,
+			      (unsigned long long)st.misses,
+			      (unsigned long long)st.failures);
+	}
+	return NULL;
+}
+
+/* Block SIGUSR1 here (the request threads inherit it) and wait for it. */
+static void stats_start(struct stats_thread *t, struct kiln_fuse_fs *fs)
+{
+	sigset_t set;
+
+	t->fs = fs;
+	atomic_init(&t->stop, false);
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	t->running = !pthread_create(&t->tid, NULL, stats_loop, t);
+}
+
+static void stats_stop(struct stats_thread *t)
+{
+	if (!t->running)
+		return;
+	atomic_store(&t->stop, true);
+	pthread_kill(t->tid, SIGUSR1);
+	pthread_join(t->tid, NULL);
+}
+
 /* 1. open the image, 2. mount, 3. detach, 4. serve, 5. unmount. */
 static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 {
 	char *fargv[] = { "kiln", "-o", o->fuse_o, "-d", NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, fargv);
+	struct stats_thread stats = { .running = false };
 	struct fuse_session *se;
 	int res, ret = 1;
 
@@ -386,7 +444,9 @@ static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 		atomic_store(&fs->to_syslog, true);
 	}
 	atomic_store(&fs->serving, true);
+	stats_start(&stats, fs);
 	res = serve(se, o);
+	stats_stop(&stats);
 	/* A signal ends the loop with its number: that is a clean stop. */
 	ret = (res == 0 || res == SIGTERM || res == SIGINT || res == SIGHUP) ? 0 : 1;
 	if (ret)
