@@ -8,8 +8,14 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "source/cache.h"
 #include "source/source.h"
 #include "tap.h"
 
@@ -251,9 +257,215 @@ TEST(threads_share_units_and_see_right_bytes)
 	kiln_lazy_close(lz);
 }
 
+/* -- the chunk cache ----------------------------------------------------- */
+
+static char *cache_dir(void)
+{
+	static char dir[64];
+
+	snprintf(dir, sizeof(dir), "/tmp/kiln-test-cache-XXXXXX");
+	return mkdtemp(dir);
+}
+
+static void rm_rf(const char *dir)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd))
+		printf("# could not remove %s\n", dir);
+}
+
+static uint8_t *pattern(size_t len, uint8_t seed)
+{
+	uint8_t *p = malloc(len);
+
+	for (size_t k = 0; p && k < len; k++)
+		p[k] = (uint8_t)(k * 13 + seed);
+	return p;
+}
+
+/* The one chunk file of unit @unit under @dir (a single image). */
+static bool chunk_path(const char *dir, uint64_t unit, char *out, size_t cap)
+{
+	char top[128];
+	struct dirent *e;
+	DIR *d;
+	bool found = false;
+
+	snprintf(top, sizeof(top), "%s/v1", dir);
+	d = opendir(top);
+	while (d && (e = readdir(d)))
+		if (strlen(e->d_name) == 16) {
+			snprintf(out, cap, "%s/%s/%016llx", top, e->d_name,
+				 (unsigned long long)unit);
+			found = true;
+		}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+TEST(cache_round_trip_and_identity)
+{
+	char *dir = cache_dir();
+	struct kiln_cache *c = NULL, *other = NULL;
+	uint8_t *a = pattern(UNIT, 1), *b = malloc(UNIT);
+
+	CHECK(dir && a && b);
+	if (!dir || !a || !b)
+		goto out;
+	CHECK_EQ(kiln_cache_open(&c, dir, "http://x/i", "10 \"e1\"", UNIT, 0,
+				 &quiet), 0);
+	CHECK(!kiln_cache_load(c, 3, b, UNIT));
+	kiln_cache_store(c, 3, a, UNIT);
+	CHECK(kiln_cache_load(c, 3, b, UNIT));
+	CHECK(!memcmp(a, b, UNIT));
+	/* the same URL now showing another ETag: the old chunk is not served */
+	CHECK_EQ(kiln_cache_open(&other, dir, "http://x/i", "10 \"e2\"", UNIT,
+				 0, &quiet), 0);
+	CHECK(!kiln_cache_load(other, 3, b, UNIT));
+	kiln_cache_close(other);
+	kiln_cache_close(c);
+out:
+	free(a);
+	free(b);
+	if (dir)
+		rm_rf(dir);
+}
+
+TEST(a_damaged_or_torn_chunk_is_dropped)
+{
+	char *dir = cache_dir(), path[256], tmp[300];
+	struct kiln_cache *c = NULL;
+	struct kiln_cache_info info;
+	uint8_t *a = pattern(UNIT, 2), *b = malloc(UNIT), x;
+	int fd;
+
+	CHECK(dir && a && b);
+	if (!dir || !a || !b)
+		goto out;
+	CHECK_EQ(kiln_cache_open(&c, dir, "http://x/i", "10 \"e\"", UNIT, 0,
+				 &quiet), 0);
+	kiln_cache_store(c, 0, a, UNIT);
+	kiln_cache_store(c, 1, a, UNIT);
+	CHECK(chunk_path(dir, 0, path, sizeof(path)));
+	/* one flipped byte: verify finds it, a load never returns it */
+	fd = open(path, O_RDWR);
+	CHECK(fd >= 0);
+	CHECK_EQ(pread(fd, &x, 1, 64 + 1000), 1);
+	x ^= 0x20;
+	CHECK_EQ(pwrite(fd, &x, 1, 64 + 1000), 1);
+	close(fd);
+	CHECK_EQ(kiln_cache_verify(dir, &info, NULL, NULL), 0);
+	CHECK_EQ(info.chunks, 2);
+	CHECK_EQ(info.bad, 1);
+	CHECK(!kiln_cache_load(c, 0, b, UNIT));
+	/* a chunk cut short (a writer killed before the rename is not seen
+	 * at all; this is the file itself cut) is dropped too */
+	CHECK(chunk_path(dir, 1, path, sizeof(path)));
+	CHECK_EQ(truncate(path, 64 + UNIT / 2), 0);
+	CHECK(!kiln_cache_load(c, 1, b, UNIT));
+	CHECK(access(path, F_OK) != 0);
+	/* a temporary left by a killed writer is not a chunk */
+	snprintf(tmp, sizeof(tmp), "%.*s/.0000000000000002-1",
+		 (int)(strrchr(path, '/') - path), path);
+	fd = open(tmp, O_WRONLY | O_CREAT, 0600);
+	CHECK(fd >= 0);
+	if (fd >= 0) {
+		CHECK_EQ(write(fd, a, 100), 100);
+		close(fd);
+	}
+	CHECK(!kiln_cache_load(c, 2, b, UNIT));
+	CHECK_EQ(kiln_cache_stat(dir, &info), 0);
+	CHECK_EQ(info.chunks, 0);
+	kiln_cache_close(c);
+out:
+	free(a);
+	free(b);
+	if (dir)
+		rm_rf(dir);
+}
+
+TEST(eviction_keeps_the_cap_and_drops_the_oldest)
+{
+	char *dir = cache_dir();
+	struct kiln_cache *c = NULL;
+	struct kiln_cache_info info;
+	uint8_t *a = pattern(UNIT, 3), *b = malloc(UNIT);
+	uint64_t cap = 3 * (uint64_t)(UNIT + 64);
+
+	CHECK(dir && a && b);
+	if (!dir || !a || !b)
+		goto out;
+	CHECK_EQ(kiln_cache_open(&c, dir, "http://x/i", "99 \"e\"", UNIT, cap,
+				 &quiet), 0);
+	for (uint64_t u = 0; u < 3; u++) {
+		kiln_cache_store(c, u, a, UNIT);
+		usleep(20000);	/* distinct mtimes */
+	}
+	/* unit 0 used again: unit 1 is now the least recently used */
+	CHECK(kiln_cache_load(c, 0, b, UNIT));
+	usleep(20000);
+	kiln_cache_store(c, 3, a, UNIT);
+	CHECK_EQ(kiln_cache_stat(dir, &info), 0);
+	CHECK_EQ(info.chunks, 3);
+	CHECK(info.bytes <= cap);
+	CHECK(kiln_cache_load(c, 0, b, UNIT));
+	CHECK(!kiln_cache_load(c, 1, b, UNIT));
+	CHECK(kiln_cache_load(c, 2, b, UNIT));
+	CHECK(kiln_cache_load(c, 3, b, UNIT));
+	/* many more: never past the cap */
+	for (uint64_t u = 10; u < 20; u++)
+		kiln_cache_store(c, u, a, UNIT);
+	CHECK_EQ(kiln_cache_stat(dir, &info), 0);
+	CHECK(info.bytes <= cap);
+	CHECK_EQ(kiln_cache_clear(dir, &info), 0);
+	CHECK_EQ(kiln_cache_stat(dir, &info), 0);
+	CHECK_EQ(info.chunks, 0);
+	kiln_cache_close(c);
+out:
+	free(a);
+	free(b);
+	if (dir)
+		rm_rf(dir);
+}
+
+TEST(the_view_loads_from_the_cache_before_fetching)
+{
+	char *dir = cache_dir();
+	struct kiln_cache *c = NULL;
+	struct kiln_lazy *lz = NULL;
+	struct fake f;
+	uint64_t size = 4 * (uint64_t)UNIT;
+
+	CHECK(dir != NULL);
+	if (!dir)
+		return;
+	fake_init(&f, size);
+	strcpy(f.base.identity, "4 \"e\"");
+	for (int round = 0; round < 2; round++) {
+		CHECK_EQ(kiln_cache_open(&c, dir, "http://x/v", f.base.identity,
+					 UNIT, 0, &quiet), 0);
+		CHECK_EQ(kiln_lazy_open(&lz, &f.base, c, UNIT), 0);
+		if (!lz)
+			break;
+		CHECK_EQ(kiln_lazy_ensure(lz, 0, size), 0);
+		CHECK(bytes_ok(kiln_lazy_map(lz), 0, size));
+		kiln_lazy_close(lz);
+	}
+	/* the second view found every unit in the cache */
+	CHECK_EQ(atomic_load(&f.calls), 1);
+	rm_rf(dir);
+}
+
 TAP_MAIN(TAP_ENTRY(a_unit_is_fetched_once),
 	 TAP_ENTRY(adjacent_missing_units_are_one_request),
 	 TAP_ENTRY(a_run_is_bounded),
 	 TAP_ENTRY(a_failed_fetch_leaves_nothing_behind),
 	 TAP_ENTRY(the_probe_head_is_kept),
-	 TAP_ENTRY(threads_share_units_and_see_right_bytes))
+	 TAP_ENTRY(threads_share_units_and_see_right_bytes),
+	 TAP_ENTRY(cache_round_trip_and_identity),
+	 TAP_ENTRY(a_damaged_or_torn_chunk_is_dropped),
+	 TAP_ENTRY(eviction_keeps_the_cap_and_drops_the_oldest),
+	 TAP_ENTRY(the_view_loads_from_the_cache_before_fetching))
