@@ -479,3 +479,138 @@ def test_killed_server_fails_cleanly(kiln, images, tmp_path_factory,
     assert p.returncode != 0, err
     assert "I/O error" in err or "input/output" in err.lower(), err
     shutil.rmtree(n.d, ignore_errors=True)
+
+
+# -- the chunk cache -----------------------------------------------------------
+
+def cache_stat(kiln, cache):
+    r = kiln.ok("cache", "--cache-dir", str(cache), "stat")
+    return {k.strip(): int(v.split()[0]) for k, v in
+            (line.split(":", 1) for line in r.text.splitlines())}
+
+
+def chunks(cache):
+    return sorted(p for p in Path(cache).glob("v1/*/*")
+                  if re.fullmatch(r"[0-9a-f]{16}", p.name))
+
+
+def test_cache_serves_a_second_run_and_offline(kiln, images, nginx,
+                                               tmp_path):
+    tree, www = images
+    cache = tmp_path / "cache"
+    url = nginx.url("zstd.erofs")
+    kiln.ok("fsck", "--cache-dir", str(cache), url)
+    before = len(nginx.requests())
+    kiln.ok("fsck", "--cache-dir", str(cache), url)
+    # the probe of the first unit is the one request of a cached image
+    assert len(nginx.requests()) - before == 1
+    st = cache_stat(kiln, cache)
+    assert st["disk hits"] > 0 and st["requests"] > 0
+    # no server at all: served from the cache
+    dead = f"http://127.0.0.1:{free_port()}/zstd.erofs"
+    r = kiln.fails("ls", "--cache-dir", str(cache), *FAST, dead)
+    a = kiln.ok("ls", "-R", str(www / "zstd.erofs"))
+    b = kiln.ok("ls", "-R", "--offline", "--cache-dir", str(cache), url)
+    assert a.out == b.out
+    r = kiln.fails("ls", "--offline", "--cache-dir", str(tmp_path / "none"),
+                   url)
+    assert "offline" in r.err, r.describe()
+
+
+def test_cache_cap_is_respected(kiln, nginx, tmp_path):
+    cache = tmp_path / "cache"
+    cap = 1200 << 10	# two units and their headers
+    kiln.ok("fsck", "--cache-dir", str(cache), "--cache-size", str(cap),
+            nginx.url("plain.erofs"))
+    st = cache_stat(kiln, cache)
+    assert 0 < st["bytes"] <= cap, st
+    assert st["chunks evicted"] > 0, st
+
+
+def test_flipped_byte_is_found_and_never_served(kiln, images, nginx,
+                                                tmp_path):
+    tree, www = images
+    cache = tmp_path / "cache"
+    url = nginx.url("zstd.erofs")
+    kiln.ok("fsck", "--cache-dir", str(cache), url)
+    all_chunks = chunks(cache)
+    assert len(all_chunks) >= 2
+    for victim in all_chunks:
+        data = bytearray(victim.read_bytes())
+        data[64 + len(data) // 3] ^= 0x01
+        victim.write_bytes(data)
+    # offline, a damaged chunk is an I/O error, never its bytes
+    r = kiln.fails("fsck", "--offline", "--cache-dir", str(cache), url)
+    assert "damaged" in r.err and "corrupt image" not in r.err, r.describe()
+    for victim in all_chunks[1:]:
+        data = bytearray(victim.read_bytes())
+        data[64 + len(data) // 3] ^= 0x01
+        victim.write_bytes(data)
+        break
+    r = kiln.run("cache", "--cache-dir", str(cache), "verify")
+    assert r.rc == 1 and "bad chunk" in r.text, r.describe()
+    # online, what was dropped is fetched again: the same bytes as local
+    a = kiln.ok("cat", str(www / "zstd.erofs"), *rel_files(tree, 20))
+    b = kiln.ok("cat", "--cache-dir", str(cache), url, *rel_files(tree, 20))
+    assert a.out == b.out
+    r = kiln.ok("cache", "--cache-dir", str(cache), "verify")
+    assert " 0 bad" in r.text
+
+
+def rel_files(tree, n):
+    files = sorted(p for p in Path(tree.root).rglob("*")
+                   if p.is_file() and not p.is_symlink())
+    return ["/" + str(p.relative_to(Path(tree.root))) for p in files[:n]]
+
+
+def test_kill_9_then_reuse(kiln, images, nginx, tmp_path):
+    tree, www = images
+    cache = tmp_path / "cache"
+    p = subprocess.Popen([str(kiln.path), "fsck", "--cache-dir", str(cache),
+                          nginx.url("crawl/plain.erofs")],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.5)
+    p.kill()
+    p.wait()
+    r = kiln.ok("cache", "--cache-dir", str(cache), "verify")
+    assert " 0 bad" in r.text
+    kiln.ok("fsck", "--cache-dir", str(cache), nginx.url("plain.erofs"))
+
+
+def test_two_processes_share_a_cache(kiln, images, nginx, tmp_path):
+    cache = tmp_path / "cache"
+    procs = [subprocess.Popen([str(kiln.path), "fsck", "--cache-dir",
+                               str(cache), "--cache-size", "3M",
+                               nginx.url(name)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for name in ("plain.erofs", "zstd.erofs", "plain.erofs")]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err.decode()
+    st = cache_stat(kiln, cache)
+    assert st["bytes"] <= 3 << 20
+    r = kiln.ok("cache", "--cache-dir", str(cache), "verify")
+    assert " 0 bad" in r.text
+
+
+def test_tiny_tmpfs_cache_evicts_instead_of_failing(kiln, images, nginx,
+                                                    tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    cache = tmp_path / "tiny"
+    cache.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1536k",
+                        "kiln-e2e-tiny", str(cache)], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    try:
+        tree, www = images
+        url = nginx.url("plain.erofs")
+        kiln.ok("fsck", "--cache-dir", str(cache), "--cache-size", "1G", url)
+        a = kiln.ok("cat", str(www / "plain.erofs"), *rel_files(tree, 30))
+        b = kiln.ok("cat", "--cache-dir", str(cache), "--cache-size", "1G",
+                    url, *rel_files(tree, 30))
+        assert a.out == b.out
+        st = cache_stat(kiln, cache)
+        assert st["chunks"] > 0
+    finally:
+        subprocess.run(["umount", str(cache)], capture_output=True)
