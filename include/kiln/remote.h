@@ -22,6 +22,13 @@ enum kiln_remote_flags {
 	KILN_REMOTE_NO_CACHE = 1u << 1,
 	/* no network: serve what the cache holds, EIO for the rest */
 	KILN_REMOTE_OFFLINE = 1u << 2,
+	/*
+	 * Fetch the whole image in the background while it is open: the
+	 * metadata first (every inode, directory, xattr), then every unit in
+	 * order, at most @prefetch_rate bytes a second, pausing whenever a
+	 * read waits for bytes.
+	 */
+	KILN_REMOTE_PREFETCH_ALL = 1u << 3,
 };
 
 struct kiln_remote_opts {
@@ -57,6 +64,7 @@ struct kiln_remote_opts {
 	uint32_t fetch_size;	/* bytes per fetch unit, a power of two >=
 				   512 KiB; 0: 512 KiB */
 	uint64_t cache_size;
+	uint64_t prefetch_rate;	/* bytes a second; 0: 16 MiB/s */
 };
 
 /* Fill @o with the defaults (struct_size set, everything else 0). */

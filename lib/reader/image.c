@@ -499,6 +499,12 @@ static int image_open_url(struct kiln_image **out, const char *url,
 		img->src = NULL;
 	if (!err)
 		err = image_finish(img, opts);
+	if (!err && (flags & KILN_REMOTE_PREFETCH_ALL) &&
+	    !(flags & KILN_REMOTE_OFFLINE))
+		err = kiln_prefetch_start(img, n >= offsetof(struct kiln_remote_opts,
+							    prefetch_rate) +
+						sizeof(ro->prefetch_rate) ?
+					  ro->prefetch_rate : 0);
 	if (err) {
 		kiln_image_close(img);
 		return err;
@@ -548,6 +554,7 @@ KILN_API void kiln_image_close(struct kiln_image *img)
 {
 	if (!img)
 		return;
+	kiln_prefetch_stop(img);
 	kiln_mbx_close(img);
 	kiln_zimage_release(img);
 	kiln_verity_close(img);

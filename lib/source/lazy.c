@@ -21,11 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "source/cache.h"
 #include "source/source.h"
+#include "util/checked.h"
 
 enum { ABSENT = 0, FETCHING = 1, PRESENT = 2 };
 
@@ -41,6 +42,7 @@ struct kiln_lazy {
 	pthread_cond_t cond;	/* a FETCHING unit changed state */
 	uint64_t fail_gen;	/* fetches that failed so far */
 	int last_err;		/* of the latest one */
+	atomic_uint demand;	/* reads waiting for units now */
 };
 
 static int backing_file(struct kiln_lazy *lz)
@@ -246,6 +248,7 @@ int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len)
 		return 0;
 	}
 	atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);
+	atomic_fetch_add(&lz->demand, 1);
 	max_units = KILN_LAZY_MAX_RUN >> lz->unit_bits;
 	if (!max_units)
 		max_units = 1;
@@ -296,8 +299,53 @@ int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len)
 			break;
 	}
 	pthread_mutex_unlock(&lz->lock);
+	atomic_fetch_sub(&lz->demand, 1);
 	if (err)
 		atomic_fetch_add_explicit(&c->failures, 1,
 					  memory_order_relaxed);
+	return err;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void nap_ns(uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000u),
+			       .tv_nsec = (long)(ns % 1000000000u) };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+int kiln_lazy_prefetch_all(struct kiln_lazy *lz, uint64_t rate,
+			   const atomic_bool *stop)
+{
+	uint64_t start = mono_ns(), sent = 0;
+	int err = 0;
+
+	for (uint64_t u = 0; u < lz->units && !atomic_load(stop); u++) {
+		uint64_t off = u << lz->unit_bits, due;
+
+		/* demand reads first: wait while any is waiting for units */
+		while (atomic_load(&lz->demand) && !atomic_load(stop))
+			nap_ns(5000000);
+		if (atomic_load_explicit(&lz->state[u], memory_order_acquire) ==
+		    PRESENT)
+			continue;
+		err = kiln_lazy_ensure(lz, off, unit_end(lz, u) - off);
+		if (err)
+			break;
+		sent += unit_end(lz, u) - off;
+		/* at most @rate bytes a second on average */
+		due = start + (uint64_t)((double)sent / (double)rate * 1e9);
+		while (!atomic_load(stop) && mono_ns() < due)
+			nap_ns(KILN_MIN(due - mono_ns(), (uint64_t)50000000));
+	}
 	return err;
 }

@@ -98,5 +98,12 @@ void kiln_lazy_close(struct kiln_lazy *lz);
 const uint8_t *kiln_lazy_map(const struct kiln_lazy *lz);
 /* 0, or a negative errno with the cause logged. Thread-safe. */
 int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len);
+/*
+ * Make every unit present, in order, at most @rate bytes a second, and
+ * only while no read waits for units, until *@stop. 0, or the error of
+ * the fetch that failed.
+ */
+int kiln_lazy_prefetch_all(struct kiln_lazy *lz, uint64_t rate,
+			   const atomic_bool *stop);
 
 #endif

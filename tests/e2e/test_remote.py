@@ -146,6 +146,11 @@ def images(kiln, make_tree, tmp_path_factory):
     www = tmp_path_factory.mktemp("www")
     kiln.build(tree.root, www / "plain.erofs")
     kiln.build(tree.root, www / "zstd.erofs", "-z", "zstd", "-C", "65536")
+    big = Path(tree.root).parent / "remote-big"
+    big.mkdir(exist_ok=True)
+    (big / "random.bin").write_bytes(os.urandom(5 << 20))
+    (big / "text.txt").write_bytes(b"kiln remote\n" * 300000)
+    kiln.build(big, www / "big.erofs", "-z", "lz4")
     if have("mkfs.erofs"):
         r = subprocess.run(["mkfs.erofs", "-zlz4hc", str(www / "mkfs.erofs"),
                             str(tree.root)], capture_output=True,
@@ -187,6 +192,8 @@ def test_every_command_same_bytes(kiln, images, nginx, tmp_path, srcfs,
         files = sorted(p for p in Path(tree.root).rglob("*")
                        if p.is_file() and not p.is_symlink())[:40]
         rels = ["/" + str(p.relative_to(Path(tree.root))) for p in files]
+        if name == "big.erofs":
+            rels = ["/random.bin", "/text.txt"]
         ca = kiln.ok("cat", local, *rels)
         cb = kiln.ok("cat", *extra, url, *rels)
         assert hashlib.sha256(ca.out).digest() == \
@@ -614,3 +621,42 @@ def test_tiny_tmpfs_cache_evicts_instead_of_failing(kiln, images, nginx,
         assert st["chunks"] > 0
     finally:
         subprocess.run(["umount", str(cache)], capture_output=True)
+
+
+def test_prefetch_all_survives_the_server_going_away(kiln, images, srcfs,
+                                                     tmp_path_factory,
+                                                     tmp_path):
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    tree, www = images
+    n = Nginx(tmp_path_factory.mktemp("nginx-prefetch"), www)
+    cache, mnt = tmp_path / "cache", tmp_path / "mnt"
+    mnt.mkdir()
+    size = (www / "zstd.erofs").stat().st_size
+    p = subprocess.Popen([str(kiln.path), "mount", "-f", "--prefetch=all",
+                          "--prefetch-rate", "4M", "--cache-dir", str(cache),
+                          n.url("zstd.erofs"), str(mnt)],
+                         stderr=subprocess.PIPE)
+    try:
+        for _ in range(200):
+            got = sum(c.stat().st_size - 64 for c in chunks(cache))
+            if os.path.ismount(mnt) and got >= size:
+                break
+            if p.poll() is not None:
+                pytest.fail(f"kiln mount exited: {p.stderr.read()}")
+            time.sleep(0.1)
+        else:
+            pytest.fail("the prefetch did not bring the whole image")
+        n.stop()
+        ex = srcfs / "remote-prefetch-ex"
+        kiln.ok("extract", www / "zstd.erofs", ex)
+        tree_compare(ex, mnt)
+        shutil.rmtree(ex)
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        n.stop()

@@ -352,6 +352,18 @@ int cli_remote_option(const struct cli_spec *spec, struct cli_devices *devs,
 	case CLI_OPT_OFFLINE:
 		o->flags |= KILN_REMOTE_OFFLINE;
 		return 0;
+	case CLI_OPT_PREFETCH:
+		if (strcmp(arg, "all"))
+			return cli_usage_error(spec, "--prefetch: '%s' is not "
+					       "'all'", arg);
+		o->flags |= KILN_REMOTE_PREFETCH_ALL;
+		return 0;
+	case CLI_OPT_PREFETCH_RATE:
+		if (cli_parse_size(arg, &o->prefetch_rate) || !o->prefetch_rate)
+			return cli_usage_error(spec, "--prefetch-rate: '%s' is "
+					       "not a size (16M, 100k, bytes)",
+					       arg);
+		return 0;
 	}
 	return cli_usage_error(spec, "unhandled option");
 }

@@ -116,7 +116,9 @@ enum {
 	CLI_OPT_CACHE_SIZE,
 	CLI_OPT_NO_CACHE,
 	CLI_OPT_OFFLINE,
-	CLI_OPT_REMOTE_LAST = CLI_OPT_OFFLINE,
+	CLI_OPT_PREFETCH,
+	CLI_OPT_PREFETCH_RATE,
+	CLI_OPT_REMOTE_LAST = CLI_OPT_PREFETCH_RATE,
 };
 
 #define CLI_REMOTE_OPTIONS \
@@ -144,7 +146,11 @@ enum {
 	  "directory, least recently used chunks evicted (default 4G)" }, \
 	{ "no-cache", CLI_OPT_NO_CACHE, NULL, "URL: keep nothing on disk" }, \
 	{ "offline", CLI_OPT_OFFLINE, NULL, "URL: no network; serve what " \
-	  "the cache holds, EIO for the rest" }
+	  "the cache holds, EIO for the rest" }, \
+	{ "prefetch", CLI_OPT_PREFETCH, "all", "URL: fetch the whole image " \
+	  "in the background, metadata first, yielding to reads" }, \
+	{ "prefetch-rate", CLI_OPT_PREFETCH_RATE, "SIZE", "URL: bytes a " \
+	  "second the prefetch may take (default 16M)" }
 
 struct cli_remote {
 	struct kiln_remote_opts opts;
