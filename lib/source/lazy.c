@@ -104,10 +104,18 @@ int kiln_lazy_open(struct kiln_lazy **out, struct kiln_source *src,
 	int err;
 
 	*out = NULL;
-	lz = src->size > SIZE_MAX ? NULL : calloc(1, sizeof(*lz));
+	if (src->size > KILN_LAZY_MAX_SIZE || src->size > SIZE_MAX) {
+		/* a server's claim: bound what its state may cost us */
+		kiln_log(src->lg, KILN_LOG_ERROR,
+			 "a remote image of %llu bytes: more than 16 TiB",
+			 (unsigned long long)src->size);
+		kiln_cache_close(cache);
+		return -EFBIG;
+	}
+	lz = calloc(1, sizeof(*lz));
 	if (!lz) {
 		kiln_cache_close(cache);
-		return src->size > SIZE_MAX ? -EFBIG : -ENOMEM;
+		return -ENOMEM;
 	}
 	lz->src = src;
 	lz->cache = cache;

@@ -88,6 +88,7 @@ void kiln_source_close(struct kiln_source *src);
  */
 #define KILN_LAZY_MAX_RUN	(8u << 20)
 #define KILN_REMOTE_UNIT_MIN	(512u << 10)
+#define KILN_LAZY_MAX_SIZE	(1ull << 44)	/* bytes of a remote image */
 
 struct kiln_lazy;
 struct kiln_cache;

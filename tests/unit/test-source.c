@@ -257,6 +257,16 @@ TEST(threads_share_units_and_see_right_bytes)
 	kiln_lazy_close(lz);
 }
 
+TEST(a_huge_claimed_size_is_refused)
+{
+	struct fake f;
+	struct kiln_lazy *lz = NULL;
+
+	fake_init(&f, 1ull << 60);
+	CHECK_EQ(kiln_lazy_open(&lz, &f.base, NULL, UNIT), -EFBIG);
+	CHECK(lz == NULL);
+}
+
 /* -- the chunk cache ----------------------------------------------------- */
 
 static char *cache_dir(void)
@@ -465,6 +475,7 @@ TAP_MAIN(TAP_ENTRY(a_unit_is_fetched_once),
 	 TAP_ENTRY(a_failed_fetch_leaves_nothing_behind),
 	 TAP_ENTRY(the_probe_head_is_kept),
 	 TAP_ENTRY(threads_share_units_and_see_right_bytes),
+	 TAP_ENTRY(a_huge_claimed_size_is_refused),
 	 TAP_ENTRY(cache_round_trip_and_identity),
 	 TAP_ENTRY(a_damaged_or_torn_chunk_is_dropped),
 	 TAP_ENTRY(eviction_keeps_the_cap_and_drops_the_oldest),
