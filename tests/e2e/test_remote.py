@@ -253,6 +253,8 @@ def test_tls_needs_the_ca(kiln, nginx, tmp_path):
     r = kiln.fails("ls", *cache_args(tmp_path), *FAST, url)
     assert "certificate" in r.err.lower(), r.describe()
     kiln.ok("ls", "--ca-file", str(nginx.ca), *cache_args(tmp_path), url)
+    # the TLS server offers HTTP/2 (ALPN), and kiln takes it
+    assert "HTTP/2.0" in nginx.requests()[-1], nginx.requests()[-1]
     kiln.ok("ls", "--insecure", *cache_args(tmp_path), url)
 
 
