@@ -398,7 +398,8 @@ static uint64_t evict(const char *top, uint64_t cap, uint64_t need,
 		scan_free(&s);
 		return 0;
 	}
-	qsort(s.ents, s.n, sizeof(*s.ents), by_age);
+	if (s.n)
+		qsort(s.ents, s.n, sizeof(*s.ents), by_age);
 	for (size_t k = 0; k < s.n && s.total + need > cap; k++) {
 		if (unlink(s.ents[k].path) == 0) {
 			s.total -= s.ents[k].bytes;

@@ -23,9 +23,10 @@ import pytest
 
 from helpers import have, tree_compare
 
-pytestmark = pytest.mark.skipif(not have("nginx"),
-                                reason="nginx not installed "
-                                       "(scripts/install-deps.sh)")
+pytestmark = [pytest.mark.skipif(not have("nginx"),
+                                 reason="nginx not installed "
+                                        "(scripts/install-deps.sh)"),
+              pytest.mark.sanitize]
 
 UNIT = 512 << 10
 FAST = ["--timeout", "6", "--connect-timeout", "2", "--stall-timeout", "2",
