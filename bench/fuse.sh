@@ -15,6 +15,11 @@
 #          file, no block twice (fio's random map): every read is cold
 #   rand4  the same with 4 jobs, each in its own quarter of the file,
 #          reading a sixteenth of the file
+# --only zstd measures instead the case of compressed random reads: one
+#   256 MiB file of C source (the Linux tree bench/prepare-corpus.sh
+#   unpacks, else /usr/include; --corpus DIR picks another), built with
+#   kiln build -z zstd:3 -C 131072, served to every system from that one
+#   image; rand1 reads 64 MiB of it (default workload: rand1 only).
 # fio: --readonly --direct=0 --ioengine=psync, at most $RUNTIME s a job.
 # (Time-based random reads with --norandommap would soon be served from
 # the page cache the first reads filled: they would measure how fast a
@@ -27,8 +32,9 @@
 # squashfuse_ll: libfuse's multithreaded loop), the kernel with its own.
 # Results: bench/out/fuse-<time>.txt (tables) and .tsv (bench/report.sh).
 # KILN_BASE=/path/to/other/kiln adds a column "kiln-base" (before/after).
-# Usage: bench/fuse.sh [--quick] [--only plain|lz4hc] [--repeat N] [--runtime S]
+# Usage: bench/fuse.sh [--quick] [--only plain|lz4hc|zstd] [--repeat N] [--runtime S]
 #                      [--systems "kernel kiln ..."] [--workloads "tar seq ..."]
+#                      [--corpus DIR]
 #        (root: mounts, drop_caches)
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -37,10 +43,10 @@ QUICK=0
 ONLY=
 REPEAT=3
 RUNTIME=
-SYSTEMS="disk kernel kiln kiln-own erofsfuse squashfuse_ll"
-
-WORKLOADS="tar seq rand1 rand4"
-USAGE="usage: $0 [--quick] [--only plain|lz4hc] [--repeat N] [--runtime S] [--systems LIST] [--workloads LIST]"
+SYSTEMS=
+CORPUS=
+WORKLOADS=
+USAGE="usage: $0 [--quick] [--only plain|lz4hc|zstd] [--repeat N] [--runtime S] [--systems LIST] [--workloads LIST] [--corpus DIR]"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1 ;;
@@ -49,10 +55,18 @@ while [ $# -gt 0 ]; do
 	--runtime) RUNTIME=$2; shift ;;
 	--systems) SYSTEMS=$2; shift ;;
 	--workloads) WORKLOADS=$2; shift ;;
+	--corpus) CORPUS=$2; shift ;;
 	*) echo "$USAGE" >&2; exit 2 ;;
 	esac
 	shift
 done
+if [ "$ONLY" = zstd ]; then
+	[ -n "$SYSTEMS" ] || SYSTEMS="kernel kiln erofsfuse"
+	[ -n "$WORKLOADS" ] || WORKLOADS="rand1"
+else
+	[ -n "$SYSTEMS" ] || SYSTEMS="disk kernel kiln kiln-own erofsfuse squashfuse_ll"
+	[ -n "$WORKLOADS" ] || WORKLOADS="tar seq rand1 rand4"
+fi
 [ -n "${KILN_BASE:-}" ] && [ "${SYSTEMS#*kiln-base}" = "$SYSTEMS" ] && SYSTEMS="$SYSTEMS kiln-base"
 [ "$(id -u)" = 0 ] || { echo "$0: needs root (mounts, drop_caches)" >&2; exit 1; }
 have fio || { echo "$0: fio not found" >&2; exit 1; }
@@ -68,7 +82,8 @@ MNT=$OUT/fuse-mnt
 mkdir -p "$MNT" "$IMG"
 
 # -- the tree: one big file (half random, half text) and many small files --
-if [ ! -f "$TREE/.complete" ]; then
+make_tree() {
+	[ -f "$TREE/.complete" ] && return 0
 	echo "== generating $TREE"
 	rm -rf "$TREE"
 	/usr/bin/python3 - "$TREE" "$BIG_MIB" "$SMALL_FILES" <<'PY'
@@ -95,14 +110,63 @@ for i in range(nsmall):
         f.write(chunk(n))
 open(os.path.join(root, ".complete"), "w").close()
 PY
-fi
-du -sh --apparent-size "$TREE"
+	du -sh --apparent-size "$TREE"
+}
+
+# -- the zstd case: one 256 MiB file of C source -----------------------------
+CSRC_MIB=256
+CTREE=$OUT/fuse-csrc-$CSRC_MIB
+make_csrc_tree() {
+	[ -f "$CTREE/.complete" ] && return 0
+	if [ -z "$CORPUS" ]; then
+		for d in "$OUT"/corpus/linux-source-*/ /usr/include; do
+			[ -d "$d" ] && { CORPUS=${d%/}; break; }
+		done
+	fi
+	echo "== generating $CTREE from the .c and .h files of $CORPUS"
+	rm -rf "$CTREE"
+	mkdir -p "$CTREE"
+	# sorted paths, concatenated, the corpus again from the start when
+	# it holds less: the same bytes on every run
+	/usr/bin/python3 - "$CORPUS" "$CTREE/csrc" "$CSRC_MIB" <<'PY' || return 1
+import os, sys
+root, out, mib = sys.argv[1], sys.argv[2], int(sys.argv[3])
+paths = []
+for d, dirs, files in os.walk(root):
+    dirs.sort()
+    paths += [os.path.join(d, f) for f in sorted(files)
+              if f.endswith((".c", ".h"))]
+if not paths:
+    sys.exit("no .c or .h files under " + root)
+want, done = mib << 20, 0
+with open(out, "wb") as f:
+    while done < want:
+        for p in paths:
+            try:
+                with open(p, "rb") as g:
+                    b = g.read(want - done)
+            except OSError:
+                continue
+            f.write(b)
+            done += len(b)
+            if done >= want:
+                break
+PY
+	touch "$CTREE/.complete"
+}
 
 # -- images -----------------------------------------------------------------
 # $zk, $ze and $zs hold several options each: split on purpose.
 # shellcheck disable=SC2086
-build_images() { # $1 = plain | lz4hc
+build_images() { # $1 = plain | lz4hc | zstd
 	local m=$1 zk="" ze="" zs="-noI -noD -noF -noX"
+	if [ "$m" = zstd ]; then
+		make_csrc_tree || { echo "no C source tree" >&2; return; }
+		[ -f "$IMG/kiln-zstd.erofs" ] ||
+			"$KILN" build -q -z zstd:3 -C 131072 "$CTREE" "$IMG/kiln-zstd.erofs" >/dev/null ||
+			{ echo "kiln build -z zstd:3 failed" >&2; rm -f "$IMG/kiln-zstd.erofs"; }
+		return
+	fi
 	[ "$m" = lz4hc ] && { zk="-z lz4hc"; ze="-zlz4hc"; zs="-comp lz4 -Xhc"; }
 	[ -f "$IMG/mkfs-$m.erofs" ] ||
 		mkfs.erofs --quiet $ze "$IMG/mkfs-$m.erofs" "$TREE" ||
@@ -126,19 +190,31 @@ wait_mounted() {
 	return 1
 }
 
+# The image the EROFS systems serve in mode $1: mkfs.erofs's, or in the
+# zstd case kiln's for all of them.
+peer_image() {
+	if [ "$1" = zstd ]; then echo "$IMG/kiln-zstd.erofs"; else echo "$IMG/mkfs-$1.erofs"; fi
+}
+
+# The big file the fio workloads read, and how much rand1 reads of it.
+big_file() { if [ "$1" = zstd ]; then echo csrc; else echo big.bin; fi; }
+rand1_mib() { if [ "$1" = zstd ]; then echo 64; else echo $((BIG_MIB / 8)); fi; }
+big_mib() { if [ "$1" = zstd ]; then echo "$CSRC_MIB"; else echo "$BIG_MIB"; fi; }
+
 # do_mount SYSTEM MODE: mounts on $MNT; returns 1 when not available.
 do_mount() {
-	local sys=$1 m=$2
+	local sys=$1 m=$2 pi
+	pi=$(peer_image "$m")
 	# disk: no mount, the workloads read the image file itself
-	[ "$sys" = disk ] && { [ -f "$IMG/mkfs-$m.erofs" ]; return; }
+	[ "$sys" = disk ] && { [ -f "$pi" ]; return; }
 	case $sys in
-	kernel)    [ -f "$IMG/mkfs-$m.erofs" ] && mount_erofs "$IMG/mkfs-$m.erofs" "$MNT" ;;
-	kiln)      [ -f "$IMG/mkfs-$m.erofs" ] && "$KILN" mount "$IMG/mkfs-$m.erofs" "$MNT" ;;
+	kernel)    [ -f "$pi" ] && mount_erofs "$pi" "$MNT" ;;
+	kiln)      [ -f "$pi" ] && "$KILN" mount "$pi" "$MNT" ;;
 	kiln-own)  [ -f "$IMG/kiln-$m.erofs" ] && "$KILN" mount "$IMG/kiln-$m.erofs" "$MNT" ;;
-	kiln-base) [ -n "${KILN_BASE:-}" ] && [ -f "$IMG/mkfs-$m.erofs" ] &&
-			"$KILN_BASE" mount "$IMG/mkfs-$m.erofs" "$MNT" ;;
-	erofsfuse) have erofsfuse && [ -f "$IMG/mkfs-$m.erofs" ] &&
-			erofsfuse "$IMG/mkfs-$m.erofs" "$MNT" >/dev/null 2>&1 ;;
+	kiln-base) [ -n "${KILN_BASE:-}" ] && [ -f "$pi" ] &&
+			"$KILN_BASE" mount "$pi" "$MNT" ;;
+	erofsfuse) have erofsfuse && [ -f "$pi" ] &&
+			erofsfuse "$pi" "$MNT" >/dev/null 2>&1 ;;
 	squashfuse_ll) have squashfuse_ll && [ -f "$IMG/$m.sqfs" ] &&
 			squashfuse_ll "$IMG/$m.sqfs" "$MNT" ;;
 	*) return 1 ;;
@@ -159,10 +235,12 @@ do_umount() {
 # resident (drop_caches skips mapped pages) until it exits.
 # measure SYSTEM MODE WORKLOAD: prints seconds (tar), MiB/s (seq) or IOPS.
 measure() {
-	local sys=$1 m=$2 w=$3 v f=$MNT/big.bin
+	local sys=$1 m=$2 w=$3 v f mib
 	local tar_cmd="cd '$MNT' && tar -cf - . | cat > /dev/null"
+	f=$MNT/$(big_file "$m")
+	mib=$(big_mib "$m")
 	if [ "$sys" = disk ]; then
-		f=$IMG/mkfs-$m.erofs
+		f=$(peer_image "$m")
 		tar_cmd="cat '$f' > /dev/null"
 	fi
 	do_mount "$sys" "$m" || { echo nan; return 1; }
@@ -170,8 +248,8 @@ measure() {
 	case $w in
 	tar)   v=$(time_cmd sh -c "$tar_cmd") ;;
 	seq)   v=$(fio_run "seq-$sys-$m" "$f" --ioengine=psync --runtime="$RUNTIME" --rw=read --bs=128k --numjobs=1 | awk '{print $2}') ;;
-	rand1) v=$(fio_run "rand1-$sys-$m" "$f" --ioengine=psync --runtime="$RUNTIME" --rw=randread --bs=4k --numjobs=1 --io_size=$((BIG_MIB / 8))m --randrepeat=1 | awk '{print $1}') ;;
-	rand4) v=$(fio_run "rand4-$sys-$m" "$f" --ioengine=psync --runtime="$RUNTIME" --rw=randread --bs=4k --numjobs=4 --size=25% --offset_increment=25% --io_size=$((BIG_MIB / 16))m --randrepeat=1 | awk '{print $1}') ;;
+	rand1) v=$(fio_run "rand1-$sys-$m" "$f" --ioengine=psync --runtime="$RUNTIME" --rw=randread --bs=4k --numjobs=1 --io_size="$(rand1_mib "$m")"m --randrepeat=1 | awk '{print $1}') ;;
+	rand4) v=$(fio_run "rand4-$sys-$m" "$f" --ioengine=psync --runtime="$RUNTIME" --rw=randread --bs=4k --numjobs=4 --size=25% --offset_increment=25% --io_size=$((mib / 16))m --randrepeat=1 | awk '{print $1}') ;;
 	esac
 	do_umount "$sys"
 	echo "$v"
@@ -233,7 +311,11 @@ declare -A UNIT=([tar]="tar s" [seq]="seq MiB/s" [rand1]="rand1 IOPS" [rand4]="r
 print_mode() {
 	local m=$1 sys w peer line
 	echo
-	echo "== $m: ${BIG_MIB} MiB file, $SMALL_FILES small files, fio ${RUNTIME}s max, cold cache, median (min-max) of $REPEAT"
+	if [ "$m" = zstd ]; then
+		echo "== $m: one ${CSRC_MIB} MiB file of C source (kiln build -z zstd:3 -C 131072, every system serves that image), rand1 reads $(rand1_mib "$m") MiB, fio ${RUNTIME}s max, cold cache, median (min-max) of $REPEAT"
+	else
+		echo "== $m: ${BIG_MIB} MiB file, $SMALL_FILES small files, fio ${RUNTIME}s max, cold cache, median (min-max) of $REPEAT"
+	fi
 	echo "   threads: fio 1 job (seq, rand1), 4 jobs (rand4); servers with their defaults (kiln mount threads=10)"
 	line=$(printf "%-14s" system)
 	for w in $WORKLOADS; do line+=$(printf " %11s %17s %6s" "${UNIT[$w]}" "(min-max)" x); done
@@ -302,12 +384,23 @@ trap 'mountpoint -q "$MNT" && do_umount' EXIT
 MODES="plain lz4hc"
 [ -n "$ONLY" ] && MODES=$ONLY
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 for m in $MODES; do run_mode "$m"; done
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 write_tsv "$OUT/fuse-$STAMP.tsv"
-for m in $MODES; do print_mode "$m"; done | tee "$OUT/fuse-$STAMP.txt"
+{
+	for m in $MODES; do print_mode "$m"; done
+	echo
+	echo "machine: $(nproc) CPUs, load average $LOAD_START at the start, $LOAD_END at the end"
+} | tee "$OUT/fuse-$STAMP.txt"
 echo
 echo "x: ratio to the kernel's EROFS mount (higher is better; for tar, kernel time / time);"
 echo "kiln/PEER rows: kiln mount against that FUSE server, same scale (2.00 = twice as fast)."
-echo "kiln and erofsfuse serve mkfs.erofs's image; kiln-own serves kiln build's image."
-echo "disk: the same workloads on mkfs.erofs's image file, no server (tar: cat of the image)."
-echo "  For plain data it bounds every server; for lz4hc it reads less than the tree holds."
+if [ "$MODES" = zstd ]; then
+	echo "zstd: every system serves kiln build's image (-z zstd:3 -C 131072)."
+	echo "The load average says how busy the machine was: on a shared one, figures move with it."
+else
+	echo "kiln and erofsfuse serve mkfs.erofs's image; kiln-own serves kiln build's image."
+	echo "disk: the same workloads on mkfs.erofs's image file, no server (tar: cat of the image)."
+	echo "  For plain data it bounds every server; for lz4hc it reads less than the tree holds."
+fi

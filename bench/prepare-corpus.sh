@@ -14,8 +14,9 @@ if compgen -G "$DEST/linux-source-*/Makefile" > /dev/null; then
 fi
 first_tarball() {
 	for t in /usr/src/linux-source-*.tar.xz; do
-		[ -f "$t" ] && { echo "$t"; return; }
+		[ -f "$t" ] && { echo "$t"; return 0; }
 	done
+	return 0	# none yet: the caller installs the package
 }
 TARBALL=$(first_tarball)
 if [ -z "$TARBALL" ]; then

@@ -20,28 +20,15 @@
 #include <unistd.h>
 
 #include <kiln/builder.h>
-#include <kiln/image.h>
+
+#include "fuzz-walk.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FILE_MAX	(16ull << 20)	/* bytes any file written may grow to */
-#define MAX_ENTRIES	4096
-#define MAX_DEPTH	8
 
 static char image_path[64];
-
-struct walk {
-	struct kiln_image *img;
-	unsigned int entries;
-	unsigned int depth;
-	uint8_t buf[16384];
-};
-
-struct dir_ctx {
-	struct walk *w;
-	kiln_nid_t dir, parent;
-};
 
 static void setup(void)
 {
@@ -63,57 +50,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	setup();
 	return 0;
-}
-
-static void walk_dir(struct walk *w, kiln_nid_t dir, kiln_nid_t parent);
-
-/* The builder never writes a name a path walk cannot take. */
-static int on_entry(void *ctx, const struct kiln_dirent *de)
-{
-	struct dir_ctx *d = ctx;
-	struct walk *w = d->w;
-	struct kiln_file *f;
-
-	if (++w->entries > MAX_ENTRIES)
-		return 1;
-	if (!de->name_len || memchr(de->name, '/', de->name_len))
-		abort();
-	if (!strcmp(de->name, ".") || !strcmp(de->name, "..")) {
-		if (de->nid != (de->name[1] ? d->parent : d->dir))
-			abort();
-		return 0;
-	}
-	if (de->type == DT_DIR)
-		walk_dir(w, de->nid, d->dir);
-	else if (de->type == DT_REG && !kiln_file_open(w->img, de->nid, &f)) {
-		kiln_file_pread(f, w->buf, sizeof(w->buf), 0);
-		kiln_file_close(f);
-	}
-	return 0;
-}
-
-static void walk_dir(struct walk *w, kiln_nid_t dir, kiln_nid_t parent)
-{
-	struct dir_ctx d = { .w = w, .dir = dir, .parent = parent };
-
-	if (w->depth >= MAX_DEPTH)
-		return;
-	w->depth++;
-	kiln_dir_iterate(w->img, dir, 0, on_entry, &d);
-	w->depth--;
-}
-
-static void walk_image(void)
-{
-	static struct walk w;
-	kiln_nid_t root;
-
-	memset(&w, 0, sizeof(w));
-	if (kiln_image_open(&w.img, image_path, NULL))
-		abort();	/* a build that succeeded must open */
-	root = kiln_image_root(w.img);
-	walk_dir(&w, root, root);
-	kiln_image_close(w.img);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -149,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ret = kiln_build(src, image_path, &o, NULL);
 	close(fd);
 	if (ret == 0)
-		walk_image();
+		walk_image(image_path);
 	unlink(image_path);
 	return 0;
 }

@@ -15,44 +15,22 @@ MIRROR=${EROFS_UTILS_MIRROR:-http://deb.debian.org/debian}
 mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
 
-# A finished build is reused as it is (cached between runs).
-# the newest version's bin (the glob sorts)
-last_of() {
-	last=""
-	for f in "$@"; do
-		[ -e "$f" ] && last=$f
-	done
-	echo "$last"
-}
-done_bin=$(last_of "$CACHE"/erofs-utils-*/bin)
+. "$(dirname "$0")/lib-apt.sh"
+
+# A finished build is reused as it is (cached between runs): the newest
+# version's bin (the glob sorts).
+done_bin=$(apt_last_of "$CACHE"/erofs-utils-*/bin)
 if [ -n "$done_bin" ] && [ -x "$done_bin/mkfs.erofs" ] &&
    [ -x "$done_bin/fsck.erofs" ] && [ -x "$done_bin/dump.erofs" ]; then
 	echo "$done_bin"
 	exit 0
 fi
 
-APT=$CACHE/apt
-mkdir -p "$APT/lists/partial" "$APT/archives/partial" "$APT/src"
-echo "deb-src $MIRROR $SUITE main" > "$APT/sources.list"
-: > "$APT/empty"
-cat > "$APT/apt.conf" <<CONF
-Dir::Etc::SourceList "$APT/sources.list";
-Dir::Etc::SourceParts "$APT/empty-parts";
-Dir::State::Lists "$APT/lists";
-Dir::Cache "$APT/cache";
-Dir::Cache::archives "$APT/archives";
-APT::Sandbox::User "root";
-CONF
-mkdir -p "$APT/empty-parts" "$APT/cache"
-export APT_CONFIG="$APT/apt.conf"
-
-apt-get update -qq -o Debug::NoLocking=1 >&2
-cd "$APT/src"
-rm -rf erofs-utils-*/
-apt-get source -qq --download-only -o Debug::NoLocking=1 erofs-utils >&2
-dsc=$(last_of erofs-utils_*.dsc)
+apt_private "$CACHE/apt" "$MIRROR" "$SUITE"
+dsc=$(apt_source erofs-utils)
 ver=$(basename "$dsc" .dsc | sed 's/^erofs-utils_//; s/-[^-]*$//')
-dpkg-source -x --no-check "$dsc" "erofs-utils-$ver" >&2
+src=$APT_DIR/src/erofs-utils-$ver
+dpkg-source -x --no-check "$dsc" "$src" >&2
 
 # Build needs: autotools and the codec headers kiln's own deps already bring.
 need="autoconf automake libtool pkg-config uuid-dev libselinux1-dev"
@@ -62,14 +40,13 @@ for p in $need; do
 		missing="$missing $p"
 done
 if [ -n "$missing" ]; then
-	unset APT_CONFIG
 	# a list of package names: split on purpose
 	# shellcheck disable=SC2086
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 		--no-install-recommends $missing >&2
 fi
 
-cd "erofs-utils-$ver"
+cd "$src"
 prefix=$CACHE/erofs-utils-$ver
 {
 	./autogen.sh

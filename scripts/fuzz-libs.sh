@@ -22,54 +22,36 @@ LIBS=${*:-lz4 zstd deflate lzma}
 mkdir -p "$CACHE/include" "$CACHE/lib"
 CACHE=$(cd "$CACHE" && pwd)
 
-APT=$CACHE/apt
-mkdir -p "$APT/lists/partial" "$APT/archives/partial" "$APT/src" \
-	"$APT/empty-parts" "$APT/cache"
-echo "deb-src $MIRROR $SUITE main" > "$APT/sources.list"
-cat > "$APT/apt.conf" <<CONF
-Dir::Etc::SourceList "$APT/sources.list";
-Dir::Etc::SourceParts "$APT/empty-parts";
-Dir::State::Lists "$APT/lists";
-Dir::Cache "$APT/cache";
-Dir::Cache::archives "$APT/archives";
-APT::Sandbox::User "root";
-CONF
+. "$(dirname "$0")/lib-apt.sh"
+apt_private "$CACHE/apt" "$MIRROR" "$SUITE"
 
-updated=false
-# Unpack source package $1 under $APT/src; prints the source directory.
+# Unpack source package $1 under $APT_DIR/src; prints the source directory.
 unpack() {
-	if ! $updated; then
-		APT_CONFIG=$APT/apt.conf apt-get update -qq \
-			-o Debug::NoLocking=1 >&2
-		updated=true
-	fi
-	cd "$APT/src"
-	rm -rf "$1"-*/ "$1"_*
-	APT_CONFIG=$APT/apt.conf apt-get source -qq --download-only \
-		-o Debug::NoLocking=1 "$1" >&2
-	dsc=
-	for f in "$1"_*.dsc; do
-		dsc=$f
+	dsc=$(apt_source "$1")
+	dpkg-source -x --no-check "$dsc" "$APT_DIR/src/$1-src" >&2
+	echo "$APT_DIR/src/$1-src"
+}
+
+# make_lib DIR LIB HEADER...: build static library LIB with DIR's
+# Makefile, then copy it and the headers (relative to DIR) into the cache.
+make_lib() {
+	dir=$1 lib=$2
+	shift 2
+	make -C "$dir" -j"$JOBS" CC="$CC" CFLAGS="$CFLAGS" "$lib" >&2
+	cp "$dir/$lib" "$CACHE/lib/"
+	for h in "$@"; do
+		cp "$dir/$h" "$CACHE/include/"
 	done
-	[ -f "$dsc" ] || { echo "$0: no source package for $1" >&2; exit 1; }
-	dpkg-source -x --no-check "$dsc" "$1-src" >&2
-	echo "$APT/src/$1-src"
 }
 
 build_lz4() {
 	src=$(unpack lz4)
-	make -C "$src/lib" -j"$JOBS" CC="$CC" CFLAGS="$CFLAGS" liblz4.a >&2
-	cp "$src/lib/liblz4.a" "$CACHE/lib/"
-	cp "$src/lib/lz4.h" "$src/lib/lz4hc.h" "$src/lib/lz4frame.h" \
-		"$CACHE/include/"
+	make_lib "$src/lib" liblz4.a lz4.h lz4hc.h lz4frame.h
 }
 
 build_zstd() {
 	src=$(unpack libzstd)
-	make -C "$src/lib" -j"$JOBS" CC="$CC" CFLAGS="$CFLAGS" libzstd.a >&2
-	cp "$src/lib/libzstd.a" "$CACHE/lib/"
-	cp "$src/lib/zstd.h" "$src/lib/zstd_errors.h" "$src/lib/zdict.h" \
-		"$CACHE/include/"
+	make_lib "$src/lib" libzstd.a zstd.h zstd_errors.h zdict.h
 }
 
 build_deflate() {
@@ -81,13 +63,11 @@ build_deflate() {
 			-DLIBDEFLATE_BUILD_GZIP=OFF >&2
 		cmake --build "$src/build" -j "$JOBS" >&2
 		cp "$src/build/libdeflate.a" "$CACHE/lib/"
+		cp "$src/libdeflate.h" "$CACHE/include/"
 	else
 		# 1.14 (Debian 12) still builds with its own Makefile
-		make -C "$src" -j"$JOBS" CC="$CC" CFLAGS="$CFLAGS" \
-			libdeflate.a >&2
-		cp "$src/libdeflate.a" "$CACHE/lib/"
+		make_lib "$src" libdeflate.a libdeflate.h
 	fi
-	cp "$src/libdeflate.h" "$CACHE/include/"
 }
 
 build_lzma() {

@@ -1,16 +1,17 @@
 #!/bin/sh
 # Install the Debian packages kiln needs to build, test and benchmark
 # (man-db, groff-base and zsh: the tests of the generated man pages and
-# completions; shellcheck: CI's script check; gnuplot-nox: bench/report.sh).
+# completions; shellcheck: CI's script check; gnuplot-nox: bench/report.sh;
+# umoci and skopeo: the OCI image tests' layouts and reference unpacking).
 # Only what is missing is installed; nothing is downloaded otherwise.
 set -eu
 
 PKGS="build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
 libzstd-dev liblz4-dev libdeflate-dev liblzma-dev libfuse3-dev fuse3
-libarchive-dev libxxhash-dev libisal-dev libselinux1-dev libssl-dev python3
+libarchive-dev libjansson-dev libxxhash-dev libisal-dev libselinux1-dev libssl-dev python3
 python3-pytest attr acl selinux-utils libarchive-tools cpio cryptsetup-bin
 erofs-utils squashfs-tools squashfuse fio zstd xz-utils bzip2 gzip
-util-linux kmod time bc libcurl4-openssl-dev nginx-light openssl
+util-linux kmod time bc umoci skopeo libcurl4-openssl-dev nginx-light openssl
 man-db groff-base zsh shellcheck gnuplot-nox"
 
 missing=""

@@ -27,6 +27,20 @@ enum kiln_source_kind {
 	 * blocks, no compression; Linux 6.4+.
 	 */
 	KILN_SOURCE_TAR_INDEX = 2,
+	/*
+	 * @source is an OCI image layout directory, "DIR" or "DIR:REF"
+	 * (REF: the org.opencontainers.image.ref.name of one of index.json's
+	 * manifests; without it the layout must hold one image; an image
+	 * index in between resolves to linux/amd64, or its only manifest).
+	 * Every blob read is checked against its sha256 digest and size.
+	 * Layers are tar, tar+gzip or tar+zstd. With opts.oci_layer 0 the
+	 * layers are applied in order into the image of the final root
+	 * filesystem (whiteouts and opaque directories delete what lower
+	 * layers hold; none remains in the image); with oci_layer N, layer N
+	 * alone is built as a KILN_SOURCE_TAR of it would be (opts.whiteouts
+	 * AUTO: overlay).
+	 */
+	KILN_SOURCE_OCI = 3,
 };
 
 enum kiln_build_flags {
@@ -287,6 +301,11 @@ struct kiln_build_opts {
 	 */
 	const uint8_t *verity_salt;
 	size_t verity_salt_len;
+	/*
+	 * KILN_SOURCE_OCI: 0 flattens the image's layers; N (1-based, in the
+	 * manifest's order) builds layer N alone, for an overlayfs stack.
+	 */
+	unsigned int oci_layer;
 };
 
 /*

@@ -96,6 +96,19 @@ KILN_API int kiln_image_open_fd(struct kiln_image **out, int fd,
 KILN_API int kiln_image_verity_info(const struct kiln_image *img,
 				    struct kiln_verity_info *info);
 
+/*
+ * Find the dm-verity tree of @img, opened without one, where
+ * kiln_image_open() would with @opts' verity fields (hash offset, salt;
+ * @opts may be NULL), and fill @info from its superblock, with as root
+ * the hash its top level hashes to: untrusted, to compare with a root
+ * hash from a trusted source. For an image opened with verity, as
+ * kiln_image_verity_info(). 0, -ENOENT or -KILN_ECORRUPT when no tree
+ * is there (logged), -EOPNOTSUPP for a tree kiln cannot read.
+ */
+KILN_API int kiln_image_verity_probe(struct kiln_image *img,
+				     const struct kiln_image_opts *opts,
+				     struct kiln_verity_info *info);
+
 /* A block kiln_image_verity_check() found bad. */
 struct kiln_verity_bad {
 	uint64_t blk;		/* block of the image file */
@@ -279,6 +292,24 @@ KILN_API int kiln_file_next_data(struct kiln_file *file, uint64_t off,
  */
 KILN_API int kiln_file_locate(struct kiln_file *file, uint64_t off,
 			      uint64_t max, uint64_t *img_off, uint64_t *len);
+
+/*
+ * Decode the whole extent of compressed @file that holds byte @off into
+ * @buf (@cap bytes, the caller's), for a cache kept above the library
+ * (a FUSE server handing the kernel every page it decoded). Sets the
+ * extent's file range, [*@ext_off, *@ext_off + *@ext_len): it holds @off
+ * and ends at most at the file size. Returns 1 when @buf holds it, 0 when
+ * @off is at or past the end of the file or the file is not compressed
+ * (nothing to decode: use kiln_file_pread()), -ENOSPC when *@ext_len is
+ * more than @cap (the range is set: call again with that much room), or
+ * a negative errno (-KILN_ECORRUPT: corrupt image). Compressed extents
+ * decode straight into @buf unless the image's decompressed-extent cache
+ * holds them. With verity every byte comes from verified blocks. A
+ * kiln_file belongs to one thread.
+ */
+KILN_API int kiln_file_read_extent(struct kiln_file *file, void *buf,
+				   size_t cap, uint64_t off, uint64_t *ext_off,
+				   size_t *ext_len);
 
 #ifdef __cplusplus
 }

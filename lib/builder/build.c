@@ -71,9 +71,22 @@ static int build_setup(struct kiln_build *b, const char *source,
 	}
 	if (b->opts.source_kind != KILN_SOURCE_DIR &&
 	    b->opts.source_kind != KILN_SOURCE_TAR &&
-	    b->opts.source_kind != KILN_SOURCE_TAR_INDEX) {
+	    b->opts.source_kind != KILN_SOURCE_TAR_INDEX &&
+	    b->opts.source_kind != KILN_SOURCE_OCI) {
 		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: unknown source kind %d",
 			 source, (int)b->opts.source_kind);
+		return -EINVAL;
+	}
+	if (b->opts.oci_layer && b->opts.source_kind != KILN_SOURCE_OCI) {
+		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: an OCI layer (--oci-layer) "
+			 "needs an OCI image source (--oci)", source);
+		return -EINVAL;
+	}
+	if (b->opts.source_kind == KILN_SOURCE_OCI && !b->opts.oci_layer &&
+	    b->opts.whiteouts != KILN_WHITEOUTS_AUTO) {
+		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: a flattened OCI image "
+			 "applies its whiteouts: --whiteouts is for one layer "
+			 "(--oci-layer)", source);
 		return -EINVAL;
 	}
 	if (b->opts.packed_segment_size % (1u << 20) ||
@@ -226,6 +239,9 @@ KILN_API int kiln_build(const char *source, const char *image,
 	if (!err && (b->opts.source_kind == KILN_SOURCE_TAR ||
 		     b->opts.source_kind == KILN_SOURCE_TAR_INDEX))
 		err = kiln_tar_scan(b);
+	/* 1. (OCI) the same, over the layers: flattened, in two passes */
+	if (!err && b->opts.source_kind == KILN_SOURCE_OCI)
+		err = kiln_oci_scan(b);
 	if (!err)
 		settle_times(b);
 	/* 2. file data, depth first (tar: the rest of it) */

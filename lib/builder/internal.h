@@ -53,6 +53,12 @@ struct kiln_node;
 struct kiln_dentry {
 	char *name;
 	uint16_t name_len;
+	/*
+	 * A flattened OCI image's scan: the layer (1-based) whose entry made
+	 * the name or last set it; whiteouts only hide names of lower layers.
+	 */
+	uint16_t layer;
+	/* NULL while the scan runs: a name a whiteout deleted (oci-scan.c) */
 	struct kiln_node *node;
 };
 
@@ -83,10 +89,17 @@ struct kiln_node {
 	ino_t src_ino;
 	uint64_t data_hash;		/* XXH3-64 of the data (HASHED) */
 	struct kiln_zctx *zctx;		/* with KILN_NODE_ZCTX */
+	/*
+	 * A flattened OCI image's regular file: the layer (1-based) and the
+	 * member of that layer's tar (0-based) that hold its data.
+	 */
+	uint32_t src_layer;
+	uint64_t src_member;
 
 	/* xattrs: items sorted by (index, name) */
 	struct kiln_xattr_item **xattrs;
 	uint16_t nr_xattrs;
+	uint32_t cap_xattrs;		/* elements allocated in xattrs */
 
 	/* directories */
 	struct kiln_dentry *children;	/* sorted by name (unsigned bytes) */
@@ -236,6 +249,14 @@ void kiln_xattr_encode_shared(const struct kiln_xattr_table *xt, void *dst);
 /* Sort one node's items by (index, name) and drop duplicates. */
 void kiln_xattr_sort(struct kiln_xattr_item **items, uint16_t *n);
 /*
+ * Append @item to @n's xattrs, unsorted: the caller sorts with
+ * kiln_xattr_sort() once it has added them all. Counts no refs. 0,
+ * -E2BIG when @n holds UINT16_MAX already (logged as "@what: too many
+ * xattrs" unless @what is NULL), or -ENOMEM.
+ */
+int kiln_node_add_xattr(struct kiln_build *b, struct kiln_node *n,
+			struct kiln_xattr_item *item, const char *what);
+/*
  * With opts.file_contexts (b->selabel), replace @n's security.selinux with
  * the label of @rel (the path below the root, "" for the root) for
  * n->mode's file type, or drop it for "<<none>>"; no-op otherwise. Keeps
@@ -329,7 +350,16 @@ unsigned int kiln_inode_core_size(const struct kiln_node *n);
 void kiln_inode_encode_core(const struct kiln_node *n, int64_t epoch,
 			    void *dst);
 uint8_t kiln_inode_ftype(uint32_t mode);
-uint32_t kiln_inode_encode_rdev(dev_t rdev);
+/* The largest device numbers the image's 32-bit rdev holds. */
+#define KILN_RDEV_MAJOR_MAX 0xFFFu	/* 12 bits */
+#define KILN_RDEV_MINOR_MAX 0xFFFFFu	/* 20 bits */
+/*
+ * Encode device @major:@minor as the image stores it (the kernel's
+ * new_encode_dev() layout) into *@rdev. false, *@rdev untouched, when the
+ * pair does not fit: a major above KILN_RDEV_MAJOR_MAX or a minor above
+ * KILN_RDEV_MINOR_MAX.
+ */
+bool kiln_inode_encode_rdev(uint64_t major, uint64_t minor, uint32_t *rdev);
 
 /* dir.c */
 struct kiln_dirent_src {
@@ -369,6 +399,16 @@ int kiln_dir_entries(const struct kiln_node *n,
  * must be open). With KILN_BUILD_VERIFY each file's data_hash is set.
  */
 int kiln_tar_scan(struct kiln_build *b);
+
+/* oci-scan.c (oci-none.c without libarchive or jansson) */
+/*
+ * Read the OCI image layout b->source ("DIR" or "DIR:REF") into the tree:
+ * with opts.oci_layer 0 its layers flattened (whiteouts applied), else
+ * that layer alone, as kiln_tar_scan() reads a tar. Every blob is checked
+ * against its digest and size. Writes regular files' data as
+ * kiln_tar_scan() does.
+ */
+int kiln_oci_scan(struct kiln_build *b);
 
 /* verify.c */
 /*

@@ -740,6 +740,12 @@ static int entry_data(struct tar *t, struct kiln_node *n,
 	size_t nr;
 	int err;
 
+	if (t->flatten) {
+		/* the data pass reads it, if a later layer leaves the file */
+		n->src_layer = t->layer;
+		n->src_member = t->member;
+		return 0;
+	}
 	if (b->opts.source_kind == KILN_SOURCE_TAR_INDEX) {
 		err = kiln_tar_index_member(b, t->a, e, n, t->label);
 		kiln_progress_add_done(&b->progress, 1, n->size);
@@ -822,9 +828,12 @@ static int entry_hardlink(struct tar *t, struct archive_entry *e,
 	if (!err)
 		err = kiln_tar_walk_parents(t, false, &tdir, &tname, &tlen);
 	d = err ? NULL : kiln_tar_child_find(t, tdir, tname, tlen);
-	if (!err && !d)
+	target = d ? d->node : NULL;
+	if (!err && !target)
 		err = -ENOENT;
-	if (err == -ENOENT)
+	if (err == -ENOENT && t->link_below)
+		err = t->link_below(t, t->ctx, &target);
+	else if (err == -ENOENT)
 		err = kiln_tar_fail(t, ENOENT, "hardlink target '%s' not earlier "
 				    "in the archive (or excluded)",
 				    archive_entry_hardlink(e));
@@ -832,7 +841,6 @@ static int entry_hardlink(struct tar *t, struct archive_entry *e,
 		free(saved);
 		return err;
 	}
-	target = d->node;
 	if (S_ISDIR(target->mode)) {
 		free(saved);
 		return kiln_tar_fail(t, EPERM, "hardlink to a directory");
@@ -851,9 +859,10 @@ static int entry_hardlink(struct tar *t, struct archive_entry *e,
 		}
 	}
 	d = kiln_tar_child_find(t, dir, saved, len);
-	if (d)
+	if (d) {
 		d->node = target;	/* replaces what was there */
-	else
+		d->layer = (uint16_t)t->layer;
+	} else
 		err = kiln_tar_child_add(t, dir, saved, len, target);
 	free(saved);
 	return err;
@@ -903,6 +912,102 @@ static int entry_whiteout(struct tar *t, struct archive_entry *e,
 	return 0;
 }
 
+/*
+ * Flattening: hide the names layers below t->layer hold under @dir
+ * (an opaque directory); names of t->layer stay, and so do directories
+ * holding some. Whether anything of t->layer is left under @dir. The
+ * depth is bounded by TAR_MAX_DEPTH.
+ */
+static bool hide_lower(struct tar *t, struct kiln_node *dir)
+{
+	bool kept = false;
+
+	for (size_t j = 0; j < dir->nr_children; j++) {
+		struct kiln_dentry *c = &dir->children[j];
+		bool keep;
+
+		if (!c->node)
+			continue;
+		keep = c->layer == t->layer;
+		if (S_ISDIR(c->node->mode) && hide_lower(t, c->node))
+			keep = true;
+		if (keep)
+			kept = true;
+		else
+			c->node = NULL;
+	}
+	return kept;
+}
+
+/*
+ * The directory holding the last component of t->path as the tree has
+ * it, making none: *@dirp and *@name (that component), or false if a
+ * parent is missing or deleted, or is a file (*@file then true).
+ */
+static bool parent_dir(struct tar *t, struct kiln_node **dirp,
+		       const char **name, bool *file)
+{
+	struct kiln_node *dir = t->b->root;
+	const char *p = t->path, *slash;
+
+	*file = false;
+	while ((slash = strchr(p, '/'))) {
+		struct kiln_dentry *d = kiln_tar_child_find(
+			t, dir, p, (size_t)(slash - p));
+
+		if (!d || !d->node)
+			return false;
+		if (!S_ISDIR(d->node->mode)) {
+			*file = true;
+			return false;
+		}
+		dir = d->node;
+		p = slash + 1;
+	}
+	*dirp = dir;
+	*name = p;
+	return true;
+}
+
+/*
+ * Flattening: a whiteout or opaque marker of layer t->layer deletes what
+ * the layers below have there (per the OCI image spec, never a name of
+ * its own layer); nothing of it goes into the image. Where the layers
+ * below have no directory (umoci writes whiteouts below a directory its
+ * layer replaced with a file) there is nothing to delete.
+ */
+static int entry_apply_whiteout(struct tar *t, enum kiln_whiteout_kind kind)
+{
+	struct kiln_node *dir;
+	struct kiln_dentry *d;
+	const char *name;
+	bool file;
+
+	if (!parent_dir(t, &dir, &name, &file))
+		return 0;
+	if (kind == KILN_WH_OPAQUE) {
+		hide_lower(t, dir);
+		return 0;
+	}
+	d = kiln_tar_child_find(t, dir, name + 4, strlen(name) - 4);
+	if (d && d->node && d->layer < t->layer)
+		d->node = NULL;	/* and everything below it */
+	return 0;
+}
+
+/*
+ * Whether a parent of t->path is a file already: a whiteout there deletes
+ * nothing (umoci writes them, as above) and is skipped.
+ */
+static bool below_file(struct tar *t)
+{
+	struct kiln_node *dir;
+	const char *name;
+	bool file;
+
+	return !parent_dir(t, &dir, &name, &file) && file;
+}
+
 static int tar_entry(struct tar *t, struct archive_entry *e)
 {
 	const char *raw = archive_entry_pathname(e), *name;
@@ -929,6 +1034,10 @@ static int tar_entry(struct tar *t, struct archive_entry *e)
 	err = entry_whiteout(t, e, &whiteout);
 	if (err || whiteout == KILN_WH_META)
 		return err;
+	if (t->flatten && whiteout != KILN_WH_NONE)
+		return entry_apply_whiteout(t, whiteout);
+	if (whiteout != KILN_WH_NONE && below_file(t))
+		return 0;
 	err = kiln_tar_walk_parents(t, true, &dir, &name, &len);
 	if (err)
 		return err;
@@ -945,10 +1054,12 @@ static int tar_entry(struct tar *t, struct archive_entry *e)
 		return entry_hardlink(t, e, dir, name, len);
 	}
 	d = kiln_tar_child_find(t, dir, name, len);
-	if (d && S_ISDIR(d->node->mode) && !whiteout &&
-	    archive_entry_filetype(e) == AE_IFDIR)
+	if (d && d->node && S_ISDIR(d->node->mode) && !whiteout &&
+	    archive_entry_filetype(e) == AE_IFDIR) {
 		/* keeps its children */
+		d->layer = (uint16_t)t->layer;
 		return kiln_tar_entry_attrs(t, d->node, e, false);
+	}
 	err = kiln_tar_node_new(t, &n);
 	if (!err)
 		err = kiln_tar_entry_attrs(t, n, e, whiteout == KILN_WH_FILE);
@@ -958,9 +1069,39 @@ static int tar_entry(struct tar *t, struct archive_entry *e)
 		return err;
 	if (d) {
 		d->node = n;		/* the old node may now be unreachable */
+		d->layer = (uint16_t)t->layer;
 		return 0;
 	}
 	return kiln_tar_child_add(t, dir, name, len, n);
+}
+
+/*
+ * The data pass of a flattened image: the entry that is the next member
+ * of t->feed gives that file its data; the others are skipped.
+ */
+static int tar_feed(struct tar *t, struct archive_entry *e)
+{
+	struct kiln_node *n = t->feed[t->next_feed];
+	const char *raw = archive_entry_pathname(e);
+	size_t depth;
+	int err;
+
+	if (n->src_layer != t->layer || n->src_member != t->member)
+		return 0;
+	t->next_feed++;
+	snprintf(t->label, sizeof(t->label), "%s: %s", t->src,
+		 raw ? raw : "?");
+	/* the path again, for the compress hints */
+	err = raw ? kiln_tar_normalize(t, raw, &depth) : -EIO;
+	if (err)
+		return err;
+	/* the blob's digest was checked on the first read: the same bytes */
+	if (archive_entry_filetype(e) != AE_IFREG ||
+	    !archive_entry_size_is_set(e) ||
+	    (uint64_t)archive_entry_size(e) != n->size)
+		return kiln_tar_fail(t, EIO, "member changed since the "
+				     "first read of the layer");
+	return entry_data(t, n, e);
 }
 
 /* ---- the tree once the stream has ended ---- */
@@ -998,12 +1139,26 @@ static int label_implicit(struct kiln_build *b, struct kiln_node *n)
 	return kiln_xattr_set_label(b, n, rel, what);
 }
 
+/* Names a flattened image's whiteouts deleted leave @dir. */
+static void drop_deleted(struct kiln_node *dir)
+{
+	size_t k = 0;
+
+	for (size_t j = 0; j < dir->nr_children; j++) {
+		if (dir->children[j].node)
+			dir->children[k++] = dir->children[j];
+		else
+			free(dir->children[j].name);
+	}
+	dir->nr_children = k;
+}
+
 /*
  * Breadth first from the root over sorted names, as a directory scan
  * orders b->nodes; nodes no name reaches any more (replaced entries) are
  * freed. Counts links, xattr uses and the build's statistics.
  */
-static int tar_finish(struct tar *t)
+int kiln_tar_finish_tree(struct tar *t)
 {
 	struct kiln_build *b = t->b;
 	struct kiln_node **order = malloc(b->nr_nodes * sizeof(*order));
@@ -1012,6 +1167,7 @@ static int tar_finish(struct tar *t)
 
 	if (!order)
 		return -ENOMEM;
+	t->tree_done = true;
 	kiln_tar_names_drop(t);	/* names are sorted in place below */
 	if (b->newest_mtime == INT64_MIN)
 		b->newest_mtime = 0;	/* an empty archive */
@@ -1037,6 +1193,7 @@ static int tar_finish(struct tar *t)
 		if (!S_ISDIR(dir->mode))
 			continue;
 		dir->nlink = 2;
+		drop_deleted(dir);
 		if (dir->nr_children)
 			kiln_dir_sort(dir->children, dir->nr_children);
 		for (size_t j = 0; j < dir->nr_children; j++) {
@@ -1155,38 +1312,51 @@ static int tar_open(struct tar *t)
 	return 0;
 }
 
-int kiln_tar_scan(struct kiln_build *b)
+int kiln_tar_begin(struct tar *t, struct kiln_build *b, const char *src)
 {
-	struct tar t = { .b = b };
-	struct archive_entry *e;
+	struct kiln_jobs_conf conf = {
+		.ops = &tar_item_ops,
+		.ctx = t,
+		.pool = kiln_build_pool(b),
+		.threads = 1,	/* without a pool: inline */
+		.max_bytes = kiln_data_inflight_bytes(b),
+		.max_items = kiln_build_max_items(b),
+	};
 	int err;
 
-	kiln_u64map_init(&t.flat_lens);
-	t.src = strcmp(b->source, "-") ? b->source : "<stdin>";
-	t.whiteouts = kiln_whiteouts_mode(&b->opts);
-	t.strip_whiteouts = t.whiteouts == KILN_WHITEOUTS_STRIP;
-	snprintf(t.label, sizeof(t.label), "%s", t.src);
-	err = kiln_tar_node_new(&t, &b->root);
+	t->b = b;
+	kiln_u64map_init(&t->flat_lens);
+	t->src = src;
+	t->whiteouts = kiln_whiteouts_mode(&b->opts);
+	t->strip_whiteouts = t->whiteouts == KILN_WHITEOUTS_STRIP;
+	snprintf(t->label, sizeof(t->label), "%s", t->src);
+	err = kiln_tar_node_new(t, &b->root);
 	if (err)
 		return err;
 	b->root->mode = S_IFDIR | 0755;
 	b->root->flags = KILN_NODE_IMPLICIT;
-	err = tar_open(&t);
-	if (!err) {
-		struct kiln_jobs_conf conf = {
-			.ops = &tar_item_ops,
-			.ctx = &t,
-			.pool = kiln_build_pool(b),
-			.threads = 1,	/* without a pool: inline */
-			.max_bytes = kiln_data_inflight_bytes(b),
-			.max_items = kiln_build_max_items(b),
-		};
+	return kiln_jobs_new(&conf, &t->jobs);
+}
 
-		err = kiln_jobs_new(&conf, &t.jobs);
-	}
-	while (!err) {
-		int r = archive_read_next_header(t.a, &e);
+/* Whether the data pass has no member of this archive left to read. */
+static bool feed_done(const struct tar *t)
+{
+	return t->next_feed >= t->nr_feed ||
+	       t->feed[t->next_feed]->src_layer != t->layer;
+}
 
+int kiln_tar_read(struct tar *t)
+{
+	struct kiln_build *b = t->b;
+	struct archive_entry *e;
+	int err = 0;
+
+	for (uint64_t member = 0; !err; member++) {
+		int r;
+
+		if (t->feed && feed_done(t))
+			break;
+		r = archive_read_next_header(t->a, &e);
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r == ARCHIVE_WARN) {
@@ -1195,37 +1365,62 @@ int kiln_tar_scan(struct kiln_build *b)
 			 * kept as the archive's bytes, which is what we
 			 * want: that warning is only worth a debug line.
 			 */
-			bool charset = strstr(kiln_tar_error(t.a), "converted");
+			bool charset = strstr(kiln_tar_error(t->a), "converted");
 			const char *raw = archive_entry_pathname(e);
 
 			kiln_log(&b->lg, charset ? KILN_LOG_DEBUG : KILN_LOG_WARN,
-				 "%s: %s: %s", t.src, raw ? raw : "?",
-				 kiln_tar_error(t.a));
+				 "%s: %s: %s", t->src, raw ? raw : "?",
+				 kiln_tar_error(t->a));
 		} else if (r != ARCHIVE_OK) {
 			/* the label still names the last good entry */
-			kiln_log(&b->lg, KILN_LOG_ERROR, "%s%s: %s", t.label,
-				 strcmp(t.label, t.src) ? " (after it)" : "",
-				 kiln_tar_error(t.a));
-			err = -EIO;
-			break;
+			kiln_log(&b->lg, KILN_LOG_ERROR, "%s%s: %s", t->label,
+				 strcmp(t->label, t->src) ? " (after it)" : "",
+				 kiln_tar_error(t->a));
+			return -EIO;
 		}
-		err = tar_entry(&t, e);
+		t->member = member;
+		if (t->visit)
+			err = t->visit(t, t->ctx, e);
+		else
+			err = t->feed ? tar_feed(t, e) : tar_entry(t, e);
 		kiln_progress_tick(&b->progress);
 	}
+	return err;
+}
+
+int kiln_tar_end(struct tar *t, int err)
+{
 	/* every member placed (or released after a failure) */
-	if (t.jobs) {
-		int ferr = kiln_jobs_finish(t.jobs);
+	if (t->jobs) {
+		int ferr = kiln_jobs_finish(t->jobs);
 
 		if (!err)
 			err = ferr;
-		kiln_jobs_free(t.jobs);
+		kiln_jobs_free(t->jobs);
+		t->jobs = NULL;
 	}
+	if (!err && !t->tree_done)
+		err = kiln_tar_finish_tree(t);
+	kiln_tar_names_drop(t);
+	free(t->path);
+	t->path = NULL;
+	kiln_u64map_release(&t->flat_lens);
+	return err;
+}
+
+int kiln_tar_scan(struct kiln_build *b)
+{
+	struct tar t = { 0 };
+	int err;
+
+	err = kiln_tar_begin(&t, b, strcmp(b->source, "-") ? b->source
+							   : "<stdin>");
 	if (!err)
-		err = tar_finish(&t);
+		err = tar_open(&t);
+	if (!err)
+		err = kiln_tar_read(&t);
+	err = kiln_tar_end(&t, err);
 	if (t.a)
 		archive_read_free(t.a);
-	kiln_tar_names_drop(&t);
-	free(t.path);
-	kiln_u64map_release(&t.flat_lens);
 	return err;
 }

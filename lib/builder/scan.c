@@ -159,18 +159,19 @@ int kiln_nodes_push(struct kiln_build *b, struct kiln_node *n)
 	return 0;
 }
 
-uint32_t kiln_inode_encode_rdev(dev_t rdev)
+bool kiln_inode_encode_rdev(uint64_t major, uint64_t minor, uint32_t *rdev)
 {
-	uint32_t maj = major(rdev), min = minor(rdev);
-
-	return (min & 0xFF) | (maj << 8) | ((min & ~0xFFu) << 12);
+	if (major > KILN_RDEV_MAJOR_MAX || minor > KILN_RDEV_MINOR_MAX)
+		return false;
+	*rdev = (uint32_t)((minor & 0xFF) | (major << 8) |
+			   ((minor & ~0xFFu) << 12));
+	return true;
 }
 
 /* Read the xattrs of @path into @n (of its target with @follow: the root). */
 static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path,
 		       bool follow)
 {
-	size_t cap = n->nr_xattrs;	/* of n->xattrs */
 	ssize_t len;
 	int err;
 
@@ -228,9 +229,9 @@ static int scan_xattrs(struct scan *s, struct kiln_node *n, const char *path,
 			return err;
 		if (n->nr_xattrs == UINT16_MAX)
 			return scan_fail(s, path, E2BIG, "too many xattrs");
-		if (KILN_GROW(n->xattrs, cap, n->nr_xattrs + 1u))
-			return -ENOMEM;
-		n->xattrs[n->nr_xattrs++] = item;
+		err = kiln_node_add_xattr(s->b, n, item, NULL);
+		if (err)
+			return err;
 	}
 	kiln_xattr_sort(n->xattrs, &n->nr_xattrs);
 	return 0;
@@ -288,7 +289,11 @@ static int scan_node(struct scan *s, struct kiln_node *n, int dirfd,
 	}
 	case S_IFCHR:
 	case S_IFBLK:
-		n->rdev = kiln_inode_encode_rdev(st->st_rdev);
+		if (!kiln_inode_encode_rdev(major(st->st_rdev),
+					    minor(st->st_rdev), &n->rdev))
+			return scan_fail(s, path, ERANGE, "device number "
+					 "above the 4095 majors and 1048575 "
+					 "minors EROFS stores");
 		break;
 	case S_IFIFO:
 	case S_IFSOCK:

@@ -127,7 +127,7 @@ static int acl_store(struct kiln_build *b, struct kiln_node *n,
 		     size_t nr, const char *label)
 {
 	uint8_t value[4 + 8 * TAR_ACL_MAX];
-	struct kiln_xattr_item *item, **v;
+	struct kiln_xattr_item *item;
 	ssize_t len = kiln_acl_encode(value, sizeof(value), ents, nr);
 	int err;
 
@@ -143,15 +143,9 @@ static int acl_store(struct kiln_build *b, struct kiln_node *n,
 				&item);
 	if (err)
 		return err;
-	if (n->nr_xattrs == UINT16_MAX) {
-		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: too many xattrs", label);
-		return -E2BIG;
-	}
-	v = realloc(n->xattrs, (n->nr_xattrs + 1u) * sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	n->xattrs = v;
-	v[n->nr_xattrs++] = item;
+	err = kiln_node_add_xattr(b, n, item, label);
+	if (err)
+		return err;
 	kiln_xattr_sort(n->xattrs, &n->nr_xattrs);
 	return 0;
 }

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 
 #include "builder/internal.h"
 #include "builder/tar-acl.h"
@@ -26,13 +25,14 @@ static int entry_xattrs(struct tar *t, struct kiln_node *n,
 	free(n->xattrs);
 	n->xattrs = NULL;
 	n->nr_xattrs = 0;
+	n->cap_xattrs = 0;
 	if ((t->b->opts.flags & KILN_BUILD_NO_XATTRS) ||
 	    !archive_entry_xattr_reset(e))
 		return 0;
 	while (archive_entry_xattr_next(e, &name, &value, &size) ==
 	       ARCHIVE_OK) {
 		unsigned int index = kiln_xattr_prefix(name, &suffix);
-		struct kiln_xattr_item *item, **v;
+		struct kiln_xattr_item *item;
 		int err;
 
 		if (index == EROFS_XATTR_INDEX_TRUSTED && t->strip_whiteouts &&
@@ -52,17 +52,13 @@ static int entry_xattrs(struct tar *t, struct kiln_node *n,
 			return kiln_tar_fail(t, E2BIG,
 					     "xattr %s: value larger than 65535 bytes",
 					     name);
-		if (n->nr_xattrs == UINT16_MAX)
-			return kiln_tar_fail(t, E2BIG, "too many xattrs");
 		err = kiln_xattr_intern(&t->b->xt, index, suffix,
 					strlen(suffix), value, size, &item);
 		if (err)
 			return err;
-		v = realloc(n->xattrs, (n->nr_xattrs + 1u) * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		n->xattrs = v;
-		v[n->nr_xattrs++] = item;
+		err = kiln_node_add_xattr(t->b, n, item, t->label);
+		if (err)
+			return err;
 	}
 	kiln_xattr_sort(n->xattrs, &n->nr_xattrs);
 	return 0;
@@ -132,11 +128,21 @@ int kiln_tar_entry_attrs(struct tar *t, struct kiln_node *n,
 		break;
 	}
 	case AE_IFCHR:
-	case AE_IFBLK:
-		n->rdev = kiln_inode_encode_rdev(
-			makedev(archive_entry_rdevmajor(e),
-				archive_entry_rdevminor(e)));
+	case AE_IFBLK: {
+		/* dev_t-sized: a tar's numeric fields hold up to 64 bits */
+		uint64_t maj = archive_entry_rdevmajor(e);
+		uint64_t min = archive_entry_rdevminor(e);
+
+		if (!kiln_inode_encode_rdev(maj, min, &n->rdev))
+			return kiln_tar_fail(t, ERANGE, "device %llu:%llu: "
+					     "EROFS stores majors up to %u "
+					     "and minors up to %u",
+					     (unsigned long long)maj,
+					     (unsigned long long)min,
+					     KILN_RDEV_MAJOR_MAX,
+					     KILN_RDEV_MINOR_MAX);
 		break;
+	}
 	case AE_IFIFO:
 	case AE_IFSOCK:
 		break;

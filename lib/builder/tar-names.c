@@ -93,6 +93,7 @@ int kiln_tar_child_add(struct tar *t, struct kiln_node *dir, const char *name,
 	if (!d->name)
 		return -ENOMEM;
 	d->name_len = (uint16_t)len;
+	d->layer = (uint16_t)t->layer;
 	d->node = n;
 	dir->nr_children++;
 	slot_put(t->slots, t->cap, &s);
@@ -183,6 +184,22 @@ bool kiln_tar_excluded(const struct tar *t)
 }
 
 /*
+ * Name the new directory @n @name in @dir: a name a whiteout deleted
+ * (its slot is kept) is given to it again.
+ */
+static int parent_add(struct tar *t, struct kiln_node *dir, const char *name,
+		      size_t len, struct kiln_node *n)
+{
+	struct kiln_dentry *d = kiln_tar_child_find(t, dir, name, len);
+
+	if (!d)
+		return kiln_tar_child_add(t, dir, name, len, n);
+	d->node = n;
+	d->layer = (uint16_t)t->layer;
+	return 0;
+}
+
+/*
  * Find the directory holding the last component of t->path (creating
  * implicit parents on the way); *@name and *@len: that component.
  */
@@ -205,6 +222,8 @@ int kiln_tar_walk_parents(struct tar *t, bool create, struct kiln_node **dirp,
 			return 0;
 		}
 		d = kiln_tar_child_find(t, dir, p, (size_t)(slash - p));
+		if (d && !d->node)
+			d = NULL;	/* deleted by a whiteout: made again */
 		if (d && !S_ISDIR(d->node->mode))
 			return kiln_tar_fail(t, ENOTDIR,
 					     "parent '%.*s' is not a directory",
@@ -214,8 +233,8 @@ int kiln_tar_walk_parents(struct tar *t, bool create, struct kiln_node **dirp,
 		if (!d) {
 			err = kiln_tar_node_new(t, &n);
 			if (!err)
-				err = kiln_tar_child_add(t, dir, p,
-							 (size_t)(slash - p), n);
+				err = parent_add(t, dir, p,
+						 (size_t)(slash - p), n);
 			if (err)
 				return err;
 			/* mode 0755, root's, the build time (set at the end) */

@@ -2,7 +2,8 @@
 /*
  * What the tar scan's files share (scan-tar.c, the member pipeline;
  * tar-names.c, the name table and member paths; tar-attr.c, a member's
- * attributes): the state of one archive being read.
+ * attributes; oci-scan.c, which reads an OCI image's layers through the
+ * same pipeline): the state of the archives being read.
  */
 #ifndef KILN_BUILDER_TAR_SCAN_H
 #define KILN_BUILDER_TAR_SCAN_H
@@ -47,14 +48,62 @@ struct tar {
 	 * may be in the image. A set: the values are unused.
 	 */
 	struct kiln_u64map flat_lens;
+	/*
+	 * OCI images (oci-scan.c): the layer being read (1-based; 0 for
+	 * --tar) and the index of the current entry in its archive.
+	 */
+	unsigned int layer;
+	uint64_t member;
+	/*
+	 * Flattening: whiteouts delete names of lower layers instead of
+	 * becoming overlayfs ones, and regular files only note the member
+	 * holding their data (src_layer, src_member) for the data pass.
+	 */
+	bool flatten;
+	/*
+	 * The data pass of a flattened image: the regular files in (layer,
+	 * member) order; each layer is read again and only these members'
+	 * data go to the pipeline. NULL otherwise.
+	 */
+	struct kiln_node **feed;
+	size_t nr_feed, next_feed;
+	bool tree_done;			/* kiln_tar_finish_tree() has run */
+	/*
+	 * One OCI layer built alone: a hardlink whose target the archive
+	 * does not hold names a file of the layers below; @link_below gives
+	 * the node that stands for it (t->path: the target, normalized).
+	 * NULL: such a hardlink is an error.
+	 */
+	int (*link_below)(struct tar *t, void *ctx, struct kiln_node **np);
+	/* Instead of reading the entries into the tree: each goes to @visit. */
+	int (*visit)(struct tar *t, void *ctx, struct archive_entry *e);
+	void *ctx;			/* for link_below and visit */
 };
+
+/*
+ * The member pipeline, in scan-tar.c. kiln_tar_begin() sets up @t for
+ * the build @b (the root, the workers; @src names the input in messages
+ * and must outlive @t); kiln_tar_read() takes every entry of the open
+ * archive t->a (in the data pass, only the members of t->feed);
+ * kiln_tar_finish_tree() links the tree once every entry is in (names
+ * sorted, nodes no name reaches freed); kiln_tar_end() waits for the
+ * data in flight, finishes the tree unless done, and frees @t's state
+ * (not t->a), returning @err or the first failure.
+ */
+int kiln_tar_begin(struct tar *t, struct kiln_build *b, const char *src);
+int kiln_tar_read(struct tar *t);
+int kiln_tar_finish_tree(struct tar *t);
+int kiln_tar_end(struct tar *t, int err);
 
 /* "<archive>: <entry>: <reason>" (t->label names the entry); -@err. */
 int kiln_tar_fail(struct tar *t, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* tar-names.c: the (directory, name) table and member paths */
-/* The entry @name (@len bytes) of @dir, or NULL. */
+/*
+ * The entry @name (@len bytes) of @dir, or NULL; its node is NULL if a
+ * whiteout of a flattened image deleted it (the name can be given again).
+ */
 struct kiln_dentry *kiln_tar_child_find(struct tar *t, struct kiln_node *dir,
 					const char *name, size_t len);
 /* Append the name @name -> @n to @dir (the name must be new there). */

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -66,6 +65,7 @@ static int unreadable(struct verify *v, const char *what, int err)
 static int check_stat(struct verify *v, const struct kiln_node *n)
 {
 	struct kiln_stat st;
+	uint32_t rdev;
 	int err = kiln_stat_nid(v->img, n->nid, &st);
 
 	if (err)
@@ -89,8 +89,8 @@ static int check_stat(struct verify *v, const struct kiln_node *n)
 				st.mtime, st.mtime_nsec, n->mtime,
 				n->mtime_nsec);
 	if ((S_ISCHR(n->mode) || S_ISBLK(n->mode)) &&
-	    kiln_inode_encode_rdev(makedev(st.rdev_major, st.rdev_minor)) !=
-	    n->rdev)
+	    (!kiln_inode_encode_rdev(st.rdev_major, st.rdev_minor, &rdev) ||
+	     rdev != n->rdev))
 		return mismatch(v, "device %" PRIu32 ":%" PRIu32 " in the image "
 				"differs from the source", st.rdev_major,
 				st.rdev_minor);

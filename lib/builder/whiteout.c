@@ -50,7 +50,8 @@ enum kiln_whiteouts kiln_whiteouts_mode(const struct kiln_build_opts *o)
 {
 	if (o->whiteouts != KILN_WHITEOUTS_AUTO)
 		return o->whiteouts;
-	return o->source_kind == KILN_SOURCE_TAR ? KILN_WHITEOUTS_OVERLAY
+	return o->source_kind == KILN_SOURCE_TAR ||
+	       o->source_kind == KILN_SOURCE_OCI ? KILN_WHITEOUTS_OVERLAY
 						 : KILN_WHITEOUTS_KEEP;
 }
 
@@ -80,7 +81,7 @@ void kiln_whiteout_strip_xattrs(struct kiln_node *n)
 static int dir_xattr(struct kiln_build *b, struct kiln_node *dir,
 		     const char *name, const char *value, bool replace)
 {
-	struct kiln_xattr_item *item, **v;
+	struct kiln_xattr_item *item;
 	uint16_t kept = 0;
 	int err;
 
@@ -100,13 +101,9 @@ static int dir_xattr(struct kiln_build *b, struct kiln_node *dir,
 			dir->xattrs[kept++] = it;
 	}
 	dir->nr_xattrs = kept;
-	if (dir->nr_xattrs == UINT16_MAX)
-		return -E2BIG;
-	v = realloc(dir->xattrs, (dir->nr_xattrs + 1u) * sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	dir->xattrs = v;
-	v[dir->nr_xattrs++] = item;
+	err = kiln_node_add_xattr(b, dir, item, NULL);
+	if (err)
+		return err;
 	kiln_xattr_sort(dir->xattrs, &dir->nr_xattrs);
 	return 0;
 }

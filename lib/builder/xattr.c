@@ -146,7 +146,7 @@ static bool is_selinux_label(const struct kiln_xattr_item *it)
 int kiln_xattr_set_label(struct kiln_build *b, struct kiln_node *n,
 			 const char *rel, const char *what)
 {
-	struct kiln_xattr_item *item, **v;
+	struct kiln_xattr_item *item;
 	uint16_t kept = 0;
 	size_t len;
 	char *ctx;
@@ -180,16 +180,29 @@ int kiln_xattr_set_label(struct kiln_build *b, struct kiln_node *n,
 	free(ctx);
 	if (err)
 		return err;
+	err = kiln_node_add_xattr(b, n, item, what);
+	if (err)
+		return err;
+	kiln_xattr_sort(n->xattrs, &n->nr_xattrs);
+	return 0;
+}
+
+int kiln_node_add_xattr(struct kiln_build *b, struct kiln_node *n,
+			struct kiln_xattr_item *item, const char *what)
+{
+	size_t cap = n->cap_xattrs;
+
 	if (n->nr_xattrs == UINT16_MAX) {
-		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: too many xattrs", what);
+		if (what)
+			kiln_log(&b->lg, KILN_LOG_ERROR, "%s: too many xattrs",
+				 what);
 		return -E2BIG;
 	}
-	v = realloc(n->xattrs, (n->nr_xattrs + 1u) * sizeof(*v));
-	if (!v)
+	/* at most UINT16_MAX elements are asked for: cap stays in 32 bits */
+	if (KILN_GROW(n->xattrs, cap, n->nr_xattrs + 1u))
 		return -ENOMEM;
-	n->xattrs = v;
-	v[n->nr_xattrs++] = item;
-	kiln_xattr_sort(n->xattrs, &n->nr_xattrs);
+	n->cap_xattrs = (uint32_t)cap;
+	n->xattrs[n->nr_xattrs++] = item;
 	return 0;
 }
 

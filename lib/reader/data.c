@@ -297,6 +297,15 @@ KILN_API ssize_t kiln_file_pread(struct kiln_file *file, void *buf,
 	return (ssize_t)done;
 }
 
+KILN_API int kiln_file_read_extent(struct kiln_file *file, void *buf,
+				   size_t cap, uint64_t off, uint64_t *ext_off,
+				   size_t *ext_len)
+{
+	if (off >= file->inode.size || !is_compressed(&file->inode))
+		return 0;
+	return kiln_zread_extent(file, buf, cap, off, ext_off, ext_len);
+}
+
 int kiln_file_direct(struct kiln_file *file, uint64_t off, size_t len,
 		     const void **ptr)
 {

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "reader/internal.h"
+#include "reader/verity.h"
 #include "util/checked.h"
 
 /*
@@ -35,6 +36,8 @@ static bool nid_to_off(const struct kiln_image *img, kiln_nid_t nid,
 static const char *why_unreadable(const struct kiln_image *img, uint64_t off,
 				  uint64_t len)
 {
+	if (kiln_verity_failed(img, off, len))
+		return "on a block that fails dm-verity";
 	if (!kiln_in_metabox(off))
 		return "outside the image";
 	if (!kiln_metabuf_range_ok(img, off, len))

@@ -233,6 +233,9 @@ int kiln_inode_blocks(struct kiln_image *img, const struct kiln_inode *in,
 ssize_t kiln_zread(struct kiln_file *file, void *buf, size_t len,
 		   uint64_t off);
 void kiln_zread_release(struct kiln_file *file);
+/* kiln_file_read_extent() for compressed inodes; @off < the file size. */
+int kiln_zread_extent(struct kiln_file *file, void *buf, size_t cap,
+		      uint64_t off, uint64_t *ext_off, size_t *ext_len);
 /*
  * kiln_file_next_data() for compressed inodes: holes are the hole extents
  * of the 48-bit layout; everything else is data.

@@ -235,17 +235,20 @@ static int read_verity_sb(struct kiln_image *img,
 	return err == -EOPNOTSUPP ? err : -KILN_ECORRUPT;
 }
 
-int kiln_verity_open(struct kiln_image *img,
-		     const struct kiln_image_opts *opts)
+/*
+ * Find the tree of the mapped image as @opts describe it and fill @v
+ * (all but the root hash and the block states). 0, or a negative errno,
+ * logged.
+ */
+static int locate_tree(struct kiln_image *img,
+		       const struct kiln_image_opts *opts,
+		       struct kiln_verity *v)
 {
 	struct kiln_verity_sb vsb;
-	struct kiln_verity *v;
-	uint64_t off = 0, bsz, tree_end, nstate;
+	uint64_t off = 0, bsz, tree_end;
 	bool has_sb;
 	int err;
 
-	if (!opts || !opts->verity_root)
-		return 0;
 	if (opts->verity_salt && opts->verity_salt_len > KILN_VERITY_SALT_MAX) {
 		kiln_log(&img->logger, KILN_LOG_ERROR,
 			 "dm-verity: salt of %zu bytes, at most %d",
@@ -263,10 +266,6 @@ int kiln_verity_open(struct kiln_image *img,
 				    (unsigned long long)vsb.data_blocks,
 				    (unsigned long long)bsz,
 				    (unsigned long long)off);
-	v = calloc(1, sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	img->verity = v;
 	v->hash_offset = off;
 	v->tree_blk = off / bsz + has_sb;
 	err = kiln_verity_geometry(&v->geo, vsb.blkszbits, vsb.data_blocks,
@@ -276,7 +275,6 @@ int kiln_verity_open(struct kiln_image *img,
 		return KILN_CORRUPT(img, "dm-verity: the tree of %llu data blocks passes the end of the image (%llu bytes)",
 				    (unsigned long long)vsb.data_blocks,
 				    (unsigned long long)img->size);
-	memcpy(v->root, opts->verity_root, sizeof(v->root));
 	if (opts->verity_salt) {
 		memcpy(v->salt, opts->verity_salt, opts->verity_salt_len);
 		v->salt_len = opts->verity_salt_len;
@@ -284,14 +282,34 @@ int kiln_verity_open(struct kiln_image *img,
 		memcpy(v->salt, vsb.salt, vsb.salt_len);
 		v->salt_len = vsb.salt_len;
 	}
-	nstate = vsb.data_blocks + v->geo.tree_blks;
+	return 0;
+}
+
+int kiln_verity_open(struct kiln_image *img,
+		     const struct kiln_image_opts *opts)
+{
+	struct kiln_verity *v;
+	uint64_t nstate;
+	int err;
+
+	if (!opts || !opts->verity_root)
+		return 0;
+	v = calloc(1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	img->verity = v;
+	err = locate_tree(img, opts, v);
+	if (err)
+		return err;
+	memcpy(v->root, opts->verity_root, sizeof(v->root));
+	nstate = v->geo.data_blocks + v->geo.tree_blks;
 	if (nstate > SIZE_MAX)
 		return -EFBIG;
 	v->state = calloc((size_t)nstate, 1);
 	if (!v->state)
 		return -ENOMEM;
 	/* from now on the reader sees only the blocks the tree covers */
-	img->size = vsb.data_blocks << vsb.blkszbits;
+	img->size = v->geo.data_blocks << v->geo.blkszbits;
 	return 0;
 }
 
@@ -304,11 +322,9 @@ void kiln_verity_close(struct kiln_image *img)
 	img->verity = NULL;
 }
 
-KILN_API int kiln_image_verity_info(const struct kiln_image *img,
-				    struct kiln_verity_info *info)
+static int verity_info_of(const struct kiln_verity *v,
+				     struct kiln_verity_info *info)
 {
-	const struct kiln_verity *v = img->verity;
-
 	memset(info, 0, sizeof(*info));
 	if (!v)
 		return -ENOENT;
@@ -322,6 +338,45 @@ KILN_API int kiln_image_verity_info(const struct kiln_image *img,
 			    v->geo.tree_blks;
 	info->levels = v->geo.levels;
 	return 0;
+}
+
+KILN_API int kiln_image_verity_info(const struct kiln_image *img,
+				    struct kiln_verity_info *info)
+{
+	return verity_info_of(img->verity, info);
+}
+
+KILN_API int kiln_image_verity_probe(struct kiln_image *img,
+				     const struct kiln_image_opts *opts,
+				     struct kiln_verity_info *info)
+{
+	struct kiln_image_opts o = { .struct_size = sizeof(o) };
+	struct kiln_verity *v;
+	uint64_t top;
+	int err;
+
+	if (img->verity)
+		return kiln_image_verity_info(img, info);
+	memset(info, 0, sizeof(*info));
+	/* an older caller's shorter struct: the fields it lacks stay 0 */
+	if (opts)
+		memcpy(&o, opts, KILN_MIN(opts->struct_size, sizeof(o)));
+	v = calloc(1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	err = locate_tree(img, &o, v);
+	if (err)
+		goto out;
+	/* what the top level (or the only data block) hashes to */
+	top = v->geo.levels ? v->geo.level_blk[v->geo.levels - 1] : 0;
+	img->verity = v;
+	err = hash_blk(img, top, v->root);
+	img->verity = NULL;
+	if (!err)
+		err = verity_info_of(v, info);
+out:
+	free(v);
+	return err;
 }
 
 static int report_bad(kiln_verity_bad_fn fn, void *ctx, uint64_t blk,

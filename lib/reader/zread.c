@@ -5,6 +5,7 @@
  * extent from its start; otherwise decode into reused scratch (per file,
  * or a buffer of the image's decompressed-extent cache) and copy.
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -524,6 +525,49 @@ ssize_t kiln_zread(struct kiln_file *file, void *buf, size_t len,
 	}
 	zs->next_off = off + len;
 	return (ssize_t)len;
+}
+
+int kiln_zread_extent(struct kiln_file *file, void *buf, size_t cap,
+		      uint64_t off, uint64_t *ext_off, size_t *ext_len)
+{
+	struct kiln_zstate *zs;
+	struct kiln_zctx *z;
+	struct kiln_zext ext;
+	size_t llen;
+	int err;
+
+	err = zstate_get(file, &zs);
+	if (!err)
+		err = zctx_get(file->img, &z);
+	if (!err)
+		err = kiln_zmap_lookup(&zs->map, off, &ext);
+	if (err)
+		return err;
+	/* no buffer holds more than SIZE_MAX bytes (32-bit hosts) */
+	if (ext.llen > SIZE_MAX)
+		return -ENOSPC;
+	llen = (size_t)ext.llen;
+	*ext_off = ext.la;
+	*ext_len = llen;
+	if (llen > cap)
+		return -ENOSPC;
+	switch (ext.kind) {
+	case KILN_ZEXT_HOLE:
+		memset(buf, 0, llen);
+		break;
+	case KILN_ZEXT_PLAIN:
+	case KILN_ZEXT_INTERLACED:
+		err = zr_plain(file, &ext, buf, 0, llen);
+		break;
+	case KILN_ZEXT_FRAGMENT:
+		err = zr_fragment(file, zs, &ext, buf, 0, llen);
+		break;
+	default:
+		/* the whole extent from its start: decoded in place */
+		err = zr_compressed(file, zs, z, &ext, buf, 0, llen, true);
+		break;
+	}
+	return err ? err : 1;
 }
 
 int kiln_zread_locate(struct kiln_file *file, uint64_t off, uint64_t max,

@@ -5,11 +5,13 @@ comparison of two trees that looks at every byte and attribute."""
 import contextlib
 import errno
 import hashlib
+import io
 import json
 import os
 import shutil
 import stat
 import subprocess
+import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -206,6 +208,109 @@ def kernel_mount(image, options="ro"):
         _detach(loopdev, image)
         with contextlib.suppress(OSError):
             os.rmdir(mnt)
+
+
+@contextlib.contextmanager
+def loop_devices(directory):
+    """Yields attach(size) -> /dev/loopN: a loop device over a new file of
+    @size bytes in @directory, random bytes in its first 16 MiB (old
+    content an image must not leave showing through) and sparse after;
+    every device is detached at the end. Skips without root or loop
+    devices."""
+    why = kernel_mount_unavailable()
+    if why:
+        pytest.skip(why)
+    made = []
+
+    def attach(size):
+        back = Path(directory) / f"back{len(made)}.raw"
+        with open(back, "wb") as f:
+            f.truncate(size)
+            f.write(os.urandom(min(size, 16 << 20)))
+        r = subprocess.run(["losetup", "-f", "--show", str(back)],
+                           capture_output=True, text=True)
+        if r.returncode:
+            pytest.fail(f"losetup: {r.stderr.strip()}")
+        made.append(r.stdout.strip())
+        return made[-1]
+    try:
+        yield attach
+    finally:
+        for dev in made:
+            subprocess.run(["losetup", "-d", dev], capture_output=True)
+
+
+@contextlib.contextmanager
+def mount_device(dev):
+    """Mount block device @dev read-only with the kernel's erofs; yields
+    the mount point, always unmounted."""
+    mnt = tempfile.mkdtemp(prefix="kiln-dev-")
+    r = subprocess.run(["mount", "-t", "erofs", "-o", "ro", dev, mnt],
+                       capture_output=True, text=True)
+    if r.returncode:
+        os.rmdir(mnt)
+        pytest.fail(f"the kernel refused to mount {dev}: {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", mnt], capture_output=True)
+        os.rmdir(mnt)
+
+
+def write_tar(path, entries, fmt=None, mode="w", owner=(0, 0)):
+    """Write a tar at @path with Python's tarfile (@mode, e.g. "w:gz";
+    @fmt defaults to PAX) and return @path. entries: (name, kind, extra)
+    with kind file/dir/sym/hard/fifo/chr/blk; extra may hold data, mode,
+    mtime, uid, gid (else @owner), pax (headers), target (links; a
+    hardlink with data gets a body, as pax allows) and dev (major, minor)."""
+    with tarfile.open(path, mode,
+                      format=tarfile.PAX_FORMAT if fmt is None else fmt) as t:
+        for name, kind, extra in entries:
+            ti = tarfile.TarInfo(name)
+            ti.mtime = extra.get("mtime", 1600000000)
+            ti.uid = extra.get("uid", owner[0])
+            ti.gid = extra.get("gid", owner[1])
+            ti.mode = extra.get("mode", 0o644)
+            if "pax" in extra:
+                ti.pax_headers = extra["pax"]
+            data = None
+            if kind == "file":
+                data = extra.get("data", b"")
+                ti.size = len(data)
+            elif kind == "dir":
+                ti.type = tarfile.DIRTYPE
+                ti.mode = extra.get("mode", 0o755)
+            elif kind in ("sym", "hard"):
+                ti.type = tarfile.SYMTYPE if kind == "sym" else \
+                    tarfile.LNKTYPE
+                ti.linkname = extra["target"]
+                if kind == "hard" and "data" in extra:
+                    data = extra["data"]
+                    ti.size = len(data)
+            elif kind == "fifo":
+                ti.type = tarfile.FIFOTYPE
+            elif kind in ("chr", "blk"):
+                ti.type = tarfile.CHRTYPE if kind == "chr" else \
+                    tarfile.BLKTYPE
+                ti.devmajor, ti.devminor = extra["dev"]
+            else:
+                raise ValueError(f"write_tar: unknown kind {kind!r}")
+            t.addfile(ti, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+@contextlib.contextmanager
+def tmpfs_mount(directory, size):
+    """Mount a tmpfs of @size (e.g. "2M") on a new @directory; yields it,
+    always unmounted. Needs root (the need_root fixture)."""
+    d = Path(directory)
+    d.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                    d], check=True)
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", d], check=False)
 
 
 # -- tree snapshots and comparison ----------------------------------------

@@ -6,12 +6,11 @@ at the destination intact. (EIO and short reads: tests/unit's
 test-builder-faults, through the library's I/O fault hook.)"""
 
 import os
-import subprocess
 import threading
 
 import pytest
 
-from helpers import stray_files
+from helpers import stray_files, tmpfs_mount
 
 pytestmark = pytest.mark.sanitize
 
@@ -21,14 +20,8 @@ BIG = 24 << 20
 @pytest.fixture
 def small_fs(tmp_path, need_root):
     """A 2 MiB tmpfs holding an existing small image."""
-    d = tmp_path / "fs"
-    d.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2M", "tmpfs", d],
-                   check=True)
-    try:
+    with tmpfs_mount(tmp_path / "fs", "2M") as d:
         yield d
-    finally:
-        subprocess.run(["umount", "-l", d], check=False)
 
 
 def tree(root, big=0):

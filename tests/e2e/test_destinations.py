@@ -5,17 +5,14 @@ size, never while mounted) and stays a block device; a symlink is followed
 (a dangling one creates its target); a FIFO, socket, directory or
 character device is refused and left as it was."""
 
-import contextlib
 import hashlib
 import os
 import socket
 import stat
-import subprocess
-import tempfile
 
 import pytest
 
-from helpers import kernel_mount_unavailable, tree_compare
+from helpers import loop_devices, mount_device, tree_compare
 
 
 @pytest.fixture
@@ -48,47 +45,15 @@ def private_node(tmp_path, name, mode, rdev):
 
 @pytest.fixture
 def loopdev(tmp_path):
-    """loopdev(size) -> (node, /dev/loopN): a loop device over a sparse
-    file of @size bytes holding random bytes, and a private node for it
-    to build onto; detached afterwards."""
-    why = kernel_mount_unavailable()
-    if why:
-        pytest.skip(why)
-    made = []
-
-    def make(size):
-        back = tmp_path / f"back{len(made)}.raw"
-        with open(back, "wb") as f:
-            f.truncate(size)
-            # old content the image must not leave showing through
-            f.write(os.urandom(min(size, 4 << 20)))
-        r = subprocess.run(["losetup", "-f", "--show", str(back)],
-                           capture_output=True, text=True)
-        if r.returncode:
-            pytest.fail(f"losetup: {r.stderr.strip()}")
-        dev = r.stdout.strip()
-        made.append(dev)
-        node = private_node(tmp_path, f"node{len(made)}", stat.S_IFBLK,
-                            os.stat(dev).st_rdev)
-        return node, dev
-    yield make
-    for dev in made:
-        subprocess.run(["losetup", "-d", dev], capture_output=True)
-
-
-@contextlib.contextmanager
-def mount_dev(dev):
-    mnt = tempfile.mkdtemp(prefix="kiln-dest-")
-    r = subprocess.run(["mount", "-t", "erofs", "-o", "ro", dev, mnt],
-                       capture_output=True, text=True)
-    if r.returncode:
-        os.rmdir(mnt)
-        pytest.fail(f"the kernel refused to mount {dev}: {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", mnt], capture_output=True)
-        os.rmdir(mnt)
+    """loopdev(size) -> (node, /dev/loopN): a loop device of @size bytes
+    (helpers.loop_devices) and a private node for it to build onto."""
+    with loop_devices(tmp_path) as attach:
+        def make(size):
+            dev = attach(size)
+            node = private_node(tmp_path, f"node-{os.path.basename(dev)}",
+                                stat.S_IFBLK, os.stat(dev).st_rdev)
+            return node, dev
+        yield make
 
 
 # the same build time for builds compared byte for byte (later than any
@@ -109,7 +74,7 @@ def test_block_device_is_written_in_place(kiln, tree, loopdev, opts):
     build_onto(kiln, tree, node, *opts)
     assert stat.S_ISBLK(os.stat(node).st_mode), "the device node was replaced"
     kiln.ok("fsck", node)
-    with mount_dev(dev) as mnt:
+    with mount_device(dev) as mnt:
         tree_compare(tree, mnt)
 
 
@@ -138,7 +103,7 @@ def test_image_bigger_than_16m_on_a_device(kiln, tmp_path, loopdev):
     build_onto(kiln, root, node, "--verify", env=SDE)
     with open(dev, "rb") as f:
         assert f.read(img.stat().st_size) == img.read_bytes()
-    with mount_dev(dev) as mnt:
+    with mount_device(dev) as mnt:
         tree_compare(root, mnt)
 
 
@@ -172,7 +137,7 @@ def test_device_too_small_past_the_held_start_says_undefined(kiln, tmp_path,
 def test_mounted_device_is_refused(kiln, tree, loopdev):
     node, dev = loopdev(64 << 20)
     build_onto(kiln, tree, node)
-    with mount_dev(dev) as mnt:
+    with mount_device(dev) as mnt:
         before = digest(dev)
         r = kiln.fails("build", tree, node)
         assert "mounted" in r.err or "in use" in r.err, r.describe()
@@ -188,7 +153,7 @@ def test_symlink_to_a_block_device_writes_the_device(kiln, tree, loopdev,
     build_onto(kiln, tree, link)
     assert os.readlink(link) == node
     assert stat.S_ISBLK(os.stat(node).st_mode)
-    with mount_dev(dev) as mnt:
+    with mount_device(dev) as mnt:
         tree_compare(tree, mnt)
 
 

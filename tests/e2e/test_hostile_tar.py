@@ -17,38 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import have, stray_files
+from helpers import have, stray_files, tmpfs_mount, write_tar
 
 pytestmark = pytest.mark.sanitize
 
 
 # -- archives --------------------------------------------------------------
-
-def make_tar(path, entries, fmt=tarfile.PAX_FORMAT, mode="w"):
-    """entries: (name, kind, extra); kind file/dir/sym/hard/chr/blk."""
-    with tarfile.open(path, mode, format=fmt) as t:
-        for name, kind, extra in entries:
-            ti = tarfile.TarInfo(name)
-            ti.mtime = 1600000000
-            ti.mode = extra.get("mode", 0o644)
-            data = None
-            if kind == "file":
-                data = extra.get("data", b"")
-                ti.size = len(data)
-            elif kind == "dir":
-                ti.type = tarfile.DIRTYPE
-                ti.mode = 0o755
-            elif kind in ("sym", "hard"):
-                ti.type = tarfile.SYMTYPE if kind == "sym" else \
-                    tarfile.LNKTYPE
-                ti.linkname = extra["target"]
-            elif kind in ("chr", "blk"):
-                ti.type = tarfile.CHRTYPE if kind == "chr" else \
-                    tarfile.BLKTYPE
-                ti.devmajor, ti.devminor = extra["dev"]
-            t.addfile(ti, io.BytesIO(data) if data is not None else None)
-    return path
-
 
 def header(name, size=0, typeflag=b"0", linkname=b"", gnu=False,
            size_field=None):
@@ -122,7 +96,7 @@ def ls_names(kiln, img):
     "../x", "a/../../x", "a/..", "x/../y", "./../x", "a/b/../../..",
 ])
 def test_dotdot_names_refused(kiln, tmp_path, name):
-    t = make_tar(tmp_path / "t.tar", [("ok", "file", {"data": b"1"}),
+    t = write_tar(tmp_path / "t.tar", [("ok", "file", {"data": b"1"}),
                                       (name, "file", {"data": b"2"})])
     r = build(kiln, t, tmp_path / "t.erofs", ok=False)
     assert f"t.tar: {name}: member name contains '..'" in r.err, r.err
@@ -132,7 +106,7 @@ def test_dotdot_names_refused(kiln, tmp_path, name):
 def test_dotdot_in_link_names(kiln, tmp_path, kind, kernel_mount):
     """A hardlink target is a member name (refused with '..'); a symlink
     target is the link's content, stored as it is."""
-    t = make_tar(tmp_path / "t.tar", [
+    t = write_tar(tmp_path / "t.tar", [
         ("f", "file", {"data": b"1"}),
         ("l", kind, {"target": "../../etc/passwd"})])
     img = tmp_path / "t.erofs"
@@ -148,7 +122,7 @@ def test_dotdot_in_link_names(kiln, tmp_path, kind, kernel_mount):
 
 def test_absolute_and_doubled_slashes_normalized(kiln, tmp_path,
                                                  kernel_mount):
-    t = make_tar(tmp_path / "t.tar", [
+    t = write_tar(tmp_path / "t.tar", [
         ("/abs/f", "file", {"data": b"abs"}),
         ("///root3", "file", {"data": b"r3"}),
         ("a//b///c", "file", {"data": b"abc"}),
@@ -200,11 +174,11 @@ def test_long_paths_and_depth(kiln, tmp_path, kernel_mount):
     """Components up to 255 bytes make any path length; depth is bounded
     (1024, as for directory sources)."""
     long_path = "/".join(["b" * 255] * 20) + "/f"
-    t = make_tar(tmp_path / "long.tar", [(long_path, "file", {"data": b"x"})])
+    t = write_tar(tmp_path / "long.tar", [(long_path, "file", {"data": b"x"})])
     img = tmp_path / "long.erofs"
     build(kiln, t, img, ok=True)
     assert len(assert_clean_names(kiln, img, kernel_mount)) == 21
-    t = make_tar(tmp_path / "deep.tar", [("d/" * 1100 + "f", "file",
+    t = write_tar(tmp_path / "deep.tar", [("d/" * 1100 + "f", "file",
                                           {"data": b"x"})])
     r = build(kiln, t, tmp_path / "deep.erofs", ok=False)
     assert "path too deep" in r.err and "/d/d/d/f" in r.err, r.err[-300:]
@@ -213,7 +187,7 @@ def test_long_paths_and_depth(kiln, tmp_path, kernel_mount):
 # -- members that replace or point at each other ---------------------------
 
 def test_duplicates_last_wins(kiln, tmp_path, kernel_mount):
-    t = make_tar(tmp_path / "t.tar", [
+    t = write_tar(tmp_path / "t.tar", [
         ("f", "file", {"data": b"one"}),
         ("f", "file", {"data": b"two"}),
         ("d/x", "file", {"data": b"in d"}),
@@ -236,7 +210,7 @@ def test_duplicates_last_wins(kiln, tmp_path, kernel_mount):
 
 
 def test_member_under_a_file_refused(kiln, tmp_path):
-    t = make_tar(tmp_path / "t.tar", [("e", "file", {"data": b"3"}),
+    t = write_tar(tmp_path / "t.tar", [("e", "file", {"data": b"3"}),
                                       ("e/y", "file", {"data": b"4"})])
     r = build(kiln, t, tmp_path / "t.erofs", ok=False)
     assert "t.tar: e/y: parent 'e' is not a directory" in r.err, r.err
@@ -252,13 +226,13 @@ def test_member_under_a_file_refused(kiln, tmp_path):
     ([("l", "hard", {"target": "."})], "hardlink to the root"),
 ])
 def test_bad_hardlinks_refused(kiln, tmp_path, entries, what):
-    t = make_tar(tmp_path / "t.tar", entries)
+    t = write_tar(tmp_path / "t.tar", entries)
     r = build(kiln, t, tmp_path / "t.erofs", ok=False)
     assert f"t.tar: l: {what}" in r.err, r.err
 
 
 def test_symlink_loops_stored_as_links(kiln, tmp_path, kernel_mount):
-    t = make_tar(tmp_path / "t.tar", [
+    t = write_tar(tmp_path / "t.tar", [
         ("a", "sym", {"target": "b"}), ("b", "sym", {"target": "a"}),
         ("c", "sym", {"target": "c"}), ("d", "dir", {}),
         ("d/up", "sym", {"target": ".."}),
@@ -290,7 +264,7 @@ def test_devices_built_by_an_ordinary_user(kiln, kernel_mount, need_root,
     work = Path(tempfile.mkdtemp(prefix="kiln-user-"))
     request.addfinalizer(lambda: shutil.rmtree(work, ignore_errors=True))
     os.chmod(work, 0o755)
-    make_tar(work / "t.tar", [
+    write_tar(work / "t.tar", [
         ("dev/null", "chr", {"dev": (1, 3), "mode": 0o666}),
         ("dev/sda", "blk", {"dev": (8, 0), "mode": 0o660}),
     ])
@@ -308,6 +282,42 @@ def test_devices_built_by_an_ordinary_user(kiln, kernel_mount, need_root,
         assert stat.S_ISCHR(c.st_mode) and c.st_rdev == os.makedev(1, 3)
         b = os.lstat(mnt / "dev/sda")
         assert stat.S_ISBLK(b.st_mode) and b.st_rdev == os.makedev(8, 0)
+
+
+def test_device_numbers_at_the_limit_kept(kiln, tmp_path, kernel_mount):
+    """The largest major (4095) and minor (1048575) the image stores come
+    back as they were (GNU tar writes them in base-256 fields)."""
+    t = write_tar(tmp_path / "t.tar", [
+        ("max", "chr", {"dev": (4095, 1048575)}),
+        ("mixed", "blk", {"dev": (259, 300000)}),
+    ], fmt=tarfile.GNU_FORMAT)
+    img = tmp_path / "t.erofs"
+    kiln.ok("build", "--tar", t, img)
+    kiln.ok("fsck", img)
+    with kernel_mount(img) as mnt:
+        c = os.lstat(mnt / "max")
+        assert stat.S_ISCHR(c.st_mode)
+        assert (os.major(c.st_rdev), os.minor(c.st_rdev)) == (4095, 1048575)
+        b = os.lstat(mnt / "mixed")
+        assert stat.S_ISBLK(b.st_mode)
+        assert (os.major(b.st_rdev), os.minor(b.st_rdev)) == (259, 300000)
+
+
+@pytest.mark.parametrize("dev", [
+    (4096, 0), (0, 1 << 20),
+    ((1 << 32) + 1, 3), (1, (1 << 32) + 3),  # 1:3 once cut to 32 bits
+    (1 << 40, 1 << 40)], ids=str)
+def test_device_numbers_beyond_erofs_refused(kiln, tmp_path, dev):
+    t = write_tar(tmp_path / "t.tar", [
+        ("ok", "file", {"data": b"1"}),
+        ("dev/big", "blk", {"dev": dev}),
+    ], fmt=tarfile.GNU_FORMAT)
+    img = tmp_path / "t.erofs"
+    r = kiln.fails("build", "--tar", t, img)
+    assert "dev/big" in r.err and f"{dev[0]}:{dev[1]}" in r.err, r.describe()
+    assert "majors up to 4095 and minors up to 1048575" in r.err, r.err
+    assert not img.exists()
+    assert stray_files(tmp_path, keep=("t.tar",)) == [], r.describe()
 
 
 # -- sizes that lie, truncated members --------------------------------------
@@ -419,14 +429,8 @@ def max_rss_kib(result):
 @pytest.fixture
 def small_tmpfs(tmp_path, need_root):
     """A 32 MiB tmpfs: the bound on the image and any temporary file."""
-    d = tmp_path / "small"
-    d.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32M", "tmpfs", d],
-                   check=True)
-    try:
+    with tmpfs_mount(tmp_path / "small", "32M") as d:
         yield d
-    finally:
-        subprocess.run(["umount", "-l", d], check=False)
 
 
 @pytest.mark.nosanitize

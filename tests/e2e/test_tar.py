@@ -4,7 +4,6 @@ ustar formats, compressed or not, from a file or stdin) hold exactly the
 tree that was archived, and equal the image built from the directory."""
 
 import base64
-import io
 import os
 import shutil
 import stat
@@ -14,7 +13,7 @@ import tarfile
 import pytest
 
 from helpers import (assert_same, diff_snapshots, have, snapshot,
-                     stray_files, tree_compare)
+                     stray_files, tree_compare, write_tar)
 
 pytestmark = pytest.mark.sanitize
 
@@ -362,40 +361,8 @@ def test_options_apply_like_directory_input(kiln, tree, pax_tar, tmp_path,
 # -- crafted archives (Python's tarfile) ---------------------------------
 
 def crafted(path, entries, fmt=tarfile.PAX_FORMAT):
-    """entries: (name, kind, extra) with kind file/dir/sym/hard/fifo."""
-    with tarfile.open(path, "w", format=fmt) as t:
-        for name, kind, extra in entries:
-            ti = tarfile.TarInfo(name)
-            ti.mtime = extra.get("mtime", 1600000000)
-            ti.uid = extra.get("uid", 1000)
-            ti.gid = extra.get("gid", 1000)
-            ti.mode = extra.get("mode", 0o644)
-            if "pax" in extra:
-                ti.pax_headers = extra["pax"]
-            data = None
-            if kind == "file":
-                data = extra.get("data", b"")
-                ti.size = len(data)
-            elif kind == "dir":
-                ti.type = tarfile.DIRTYPE
-                ti.mode = extra.get("mode", 0o755)
-            elif kind == "sym":
-                ti.type = tarfile.SYMTYPE
-                ti.linkname = extra["target"]
-            elif kind == "hard":
-                ti.type = tarfile.LNKTYPE
-                ti.linkname = extra["target"]
-                if "data" in extra:     # pax allows a body on hardlinks
-                    data = extra["data"]
-                    ti.size = len(data)
-            elif kind == "fifo":
-                ti.type = tarfile.FIFOTYPE
-            elif kind in ("chr", "blk"):
-                ti.type = tarfile.CHRTYPE if kind == "chr" else \
-                    tarfile.BLKTYPE
-                ti.devmajor, ti.devminor = extra["dev"]
-            t.addfile(ti, io.BytesIO(data) if data is not None else None)
-    return path
+    """helpers.write_tar, owned by 1000:1000 unless an entry says."""
+    return write_tar(path, entries, fmt, owner=(1000, 1000))
 
 
 def test_implicit_parents_duplicates_hardlinks(kiln, tmp_path, kernel_mount):

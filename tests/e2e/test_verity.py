@@ -5,17 +5,17 @@ root hash, salt and hash offset; a flipped byte fails the kernel's read of
 that file, kiln fsck --verity (naming the file) and kiln mount --verity
 (EIO); the tree is reproducible, for files and block devices."""
 
-import contextlib
 import errno
+import json
 import os
 import re
 import stat
 import subprocess
-import tempfile
 
 import pytest
 
-from helpers import have, kernel_mount_unavailable, tree_compare
+from helpers import (have, kernel_mount_unavailable, loop_devices,
+                     mount_device, tree_compare)
 
 pytestmark = pytest.mark.sanitize
 
@@ -104,21 +104,6 @@ def dm():
         veritysetup("close", name)
 
 
-@contextlib.contextmanager
-def mount_ro(dev):
-    mnt = tempfile.mkdtemp(prefix="kiln-verity-")
-    r = subprocess.run(["mount", "-t", "erofs", "-o", "ro", dev, mnt],
-                       capture_output=True, text=True)
-    if r.returncode:
-        os.rmdir(mnt)
-        pytest.fail(f"the kernel refused to mount {dev}: {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", mnt], capture_output=True)
-        os.rmdir(mnt)
-
-
 def flip_victim(img):
     """Flip one byte inside victim.txt's stored (uncompressed) data."""
     data = bytearray(img.read_bytes())
@@ -127,6 +112,21 @@ def flip_victim(img):
     data[at + 7] ^= 0x01
     img.write_bytes(bytes(data))
     return at + 7
+
+
+def flip_name(img, name):
+    """Flip one bit in the directory entry @name (metadata): its last
+    byte changes, as a plain read shows."""
+    data = bytearray(img.read_bytes())
+    at = data.find(name)
+    assert at > 0 and data.find(name, at + 1) < 0, \
+        f"{name!r} not found once in the image"
+    data[at + len(name) - 1] ^= 0x01
+    img.write_bytes(bytes(data))
+    return at
+
+
+READ_FILES = ("victim.txt", "small", "d/seq.txt", "d/e/rand.bin")
 
 
 OPTS = pytest.mark.parametrize(
@@ -162,7 +162,7 @@ def test_veritysetup_verifies_the_tree(kiln, tree, tmp_path, opts,
 def test_the_kernel_reads_the_verity_device(kiln, tree, tmp_path, dm, opts):
     img = tmp_path / "v.img"
     v = build(kiln, tree, img, *opts)
-    with mount_ro(dm(img, v["root"], v["offset"])) as mnt:
+    with mount_device(dm(img, v["root"], v["offset"])) as mnt:
         tree_compare(tree, mnt)
 
 
@@ -172,7 +172,7 @@ def test_flipped_byte_fails_the_kernel_read_of_that_file(kiln, tree,
     img = tmp_path / "v.img"
     v = build(kiln, tree, img)
     flip_victim(img)
-    with mount_ro(dm(img, v["root"], v["offset"])) as mnt:
+    with mount_device(dm(img, v["root"], v["offset"])) as mnt:
         with pytest.raises(OSError) as e:
             with open(os.path.join(mnt, "victim.txt"), "rb") as f:
                 f.read()
@@ -308,26 +308,9 @@ def test_root_hash_file(kiln, tree, tmp_path):
 
 @pytest.fixture
 def loopdev(tmp_path):
-    """loopdev(size) -> /dev/loopN over a file of @size bytes; detached
-    afterwards."""
-    why = kernel_mount_unavailable()
-    if why:
-        pytest.skip(why)
-    made = []
-
-    def make(size):
-        back = tmp_path / f"back{len(made)}.raw"
-        with open(back, "wb") as f:
-            f.write(os.urandom(size))
-        r = subprocess.run(["losetup", "-f", "--show", str(back)],
-                           capture_output=True, text=True)
-        if r.returncode:
-            pytest.fail(f"losetup: {r.stderr.strip()}")
-        made.append(r.stdout.strip())
-        return made[-1]
-    yield make
-    for dev in made:
-        subprocess.run(["losetup", "-d", dev], capture_output=True)
+    """loopdev(size) -> /dev/loopN (helpers.loop_devices)."""
+    with loop_devices(tmp_path) as attach:
+        yield attach
 
 
 def test_block_device_holds_image_and_tree(kiln, tree, tmp_path, loopdev):
@@ -418,3 +401,148 @@ def test_data_on_an_extra_device_is_not_served_unchecked(kiln, tree,
                    "--verity-salt", "00", img)
     assert "not covered by the image's dm-verity tree" in r.err, r.describe()
     assert "/victim.txt" in r.err, r.describe()
+
+
+# -- ls, cat, extract and info with --verity ---------------------------------
+
+def test_read_commands_verify_the_good_image(kiln, tree, tmp_path):
+    img = tmp_path / "v.img"
+    v = build(kiln, tree, img, "-z", "lz4hc")
+    r = kiln.ok("ls", "-lR", "--verity", v["root"], img)
+    assert "victim.txt" in r.text and "rand.bin" in r.text, r.describe()
+    for rel in READ_FILES + ("link",):
+        r = kiln.ok("cat", "--verity", v["root"], img, "/" + rel)
+        assert r.out == (tree / rel).read_bytes(), rel
+    dest = tmp_path / "out"
+    dest.mkdir()
+    kiln.ok("extract", "--verity", v["root"], img, dest)
+    tree_compare(tree, dest, root_attrs=False)   # DEST itself is ours
+    r = kiln.ok("info", "--verity", v["root"], img)
+    assert re.search(r"verity root hash:\s+matches", r.text), r.text
+    assert re.search(rf"verity salt:\s+{v['salt']}", r.text), r.text
+    assert re.search(rf"verity hash offset:\s+{v['offset']}\n", r.text)
+    assert re.search(rf"verity data blocks:\s+{v['blocks']} of 4096", r.text)
+    assert re.search(r"verity blocks:\s+\d+ checked, 0 bad", r.text), r.text
+    j = json.loads(kiln.ok("info", "--json", "--verity", v["root"], img).out)
+    assert j["verity"]["root_hash_matches"] is True
+    assert j["verity"]["tree_root_hash"] == v["root"]
+    assert j["verity"]["salt"] == v["salt"]
+    assert j["verity"]["hash_offset"] == v["offset"]
+    assert j["verity"]["data_blocks"] == v["blocks"]
+    assert j["verity"]["bad_blocks"] == 0
+
+
+def test_flipped_data_byte_fails_cat_extract_and_info(kiln, tree, tmp_path):
+    img = tmp_path / "v.img"
+    v = build(kiln, tree, img)
+    flip_victim(img)
+    # without verity nothing can see it: cat gives the changed bytes
+    r = kiln.ok("cat", img, "/victim.txt")
+    assert r.out != VICTIM and len(r.out) == len(VICTIM)
+    # cat: an error naming the file, exit 1; the other files still read
+    r = kiln.fails("cat", "--verity", v["root"], img, "/victim.txt")
+    assert r.rc == 1, r.describe()
+    assert "/victim.txt" in r.err and "fails dm-verity" in r.err, r.err
+    assert r.out == b"", "bytes of the bad block were written"
+    r = kiln.fails("cat", "--verity", v["root"], img, "/small",
+                   "/victim.txt", "/d/seq.txt")
+    assert r.rc == 1
+    assert r.out == b"small\n" + (tree / "d" / "seq.txt").read_bytes()
+    # ls reads metadata only: all of it is good
+    kiln.ok("ls", "-lR", "--verity", v["root"], img)
+    # extract: exit 1 naming the file, which is not left half written
+    dest = tmp_path / "out"
+    dest.mkdir()
+    r = kiln.fails("extract", "--verity", v["root"], img, dest)
+    assert r.rc == 1 and "/victim.txt" in r.err, r.describe()
+    assert not (dest / "victim.txt").exists()
+    for rel in READ_FILES[1:]:
+        assert (dest / rel).read_bytes() == (tree / rel).read_bytes(), rel
+    # ... nor does it leave what stood there before as if extracted
+    (dest / "victim.txt").write_bytes(b"old\n")
+    r = kiln.fails("extract", "-f", "--verity", v["root"], img, dest,
+                   "/victim.txt")
+    assert r.rc == 1, r.describe()
+    assert not (dest / "victim.txt").exists()
+    # info: the root matches, the walk counts the bad block
+    r = kiln.fails("info", "--verity", v["root"], img)
+    assert r.rc == 1, r.describe()
+    assert re.search(r"verity root hash:\s+matches", r.text), r.text
+    assert re.search(r"verity blocks:\s+\d+ checked, 1 bad", r.text), r.text
+    # --no-walk reads the superblock only, which is good
+    kiln.ok("info", "--no-walk", "--verity", v["root"], img)
+
+
+def test_flipped_metadata_byte_fails_ls_cat_extract_and_info(kiln, tree,
+                                                            tmp_path):
+    img = tmp_path / "v.img"
+    v = build(kiln, tree, img)
+    flip_name(img, b"rand.bin")
+    # without verity the changed name passes
+    r = kiln.ok("ls", "-R", img)
+    assert "rand.bio" in r.text and "rand.bin" not in r.text, r.text
+    # ls: the entries on the bad block are errors naming them, exit 1
+    r = kiln.fails("ls", "-R", "--verity", v["root"], img)
+    assert r.rc == 1, r.describe()
+    assert "fails dm-verity" in r.err and "/d/e" in r.err, r.err
+    assert "rand.bi" not in r.text, r.text
+    r = kiln.fails("ls", "-l", "--verity", v["root"], img, "/d")
+    assert r.rc == 1 and "fails dm-verity" in r.err, r.describe()
+    # cat: the file below the bad block cannot be reached, others can
+    r = kiln.fails("cat", "--verity", v["root"], img, "/d/e/rand.bin")
+    assert r.rc == 1 and "/d/e/rand.bin" in r.err, r.describe()
+    assert "fails dm-verity" in r.err, r.err
+    r = kiln.ok("cat", "--verity", v["root"], img, "/victim.txt")
+    assert r.out == VICTIM
+    # extract: exit 1 naming what it could not read; the rest is there
+    dest = tmp_path / "out"
+    dest.mkdir()
+    r = kiln.fails("extract", "--verity", v["root"], img, dest)
+    assert r.rc == 1 and "/d/e" in r.err, r.describe()
+    assert not (dest / "d" / "e" / "rand.bin").exists()
+    assert not (dest / "d" / "e" / "rand.bio").exists()
+    assert (dest / "victim.txt").read_bytes() == VICTIM
+    assert (dest / "small").read_bytes() == b"small\n"
+    # info: the walk finds the bad block
+    r = kiln.fails("info", "--verity", v["root"], img)
+    assert r.rc == 1, r.describe()
+    assert re.search(r"verity blocks:\s+\d+ checked, [1-9]\d* bad",
+                     r.text), r.text
+
+
+def test_info_says_whether_the_root_hash_matches(kiln, tree, tmp_path):
+    img = tmp_path / "v.img"
+    v = build(kiln, tree, img)
+    wrong = ("0" if v["root"][0] != "0" else "1") + v["root"][1:]
+    r = kiln.fails("info", "--verity", wrong, img)
+    assert r.rc == 1, r.describe()
+    assert f"does not match: the tree hashes to {v['root']}" in r.text, r.text
+    assert re.search(rf"verity salt:\s+{v['salt']}", r.text), r.text
+    assert "does not hash to the root hash given" in r.err, r.err
+    r = kiln.fails("info", "--json", "--verity", wrong, img)
+    j = json.loads(r.out)
+    assert j["verity"]["root_hash_matches"] is False
+    assert j["verity"]["tree_root_hash"] == v["root"]
+    assert "blocks_checked" not in j["verity"]
+    # the other readers refuse to open through a wrong root
+    for argv in (("ls",), ("cat",), ("extract",)):
+        extra = {"cat": ("/small",), "extract": (tmp_path / "o",)}
+        r = kiln.fails(*argv, "--verity", wrong, img,
+                       *extra.get(argv[0], ()))
+        assert r.rc == 1, r.describe()
+        assert "does not hash to the root hash given" in r.err, r.err
+    # an image without a tree
+    plain = tmp_path / "plain.img"
+    kiln.build(tree, plain)
+    r = kiln.fails("info", "--verity", v["root"], plain)
+    assert "no tree found" in r.text, r.describe()
+
+
+@pytest.mark.parametrize("cmd", ["ls", "cat", "extract", "info"])
+def test_read_commands_verity_options_need_verity(kiln, tree, tmp_path, cmd):
+    img = tmp_path / "v.img"
+    build(kiln, tree, img)
+    r = kiln.fails(cmd, "--verity-salt", "00", img)
+    assert r.rc == 2 and "need --verity" in r.err, r.describe()
+    r = kiln.fails(cmd, "--verity", "abc", img)
+    assert r.rc == 2 and "64 hex digits" in r.err, r.describe()

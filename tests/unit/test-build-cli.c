@@ -17,25 +17,11 @@
 #include <kiln/builder.h>
 #include <kiln/kernel.h>
 
-#include "tap.h"
+#include "build-fixture.h"
 
 extern char **environ;
 
 static const char *kiln_exe;
-static char tmp[64];
-
-static void put_file(const char *rel, const void *data, size_t len)
-{
-	char path[256];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/src/%s", tmp, rel);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	CHECK(fd >= 0);
-	CHECK(write(fd, data, len) == (ssize_t)len);
-	close(fd);
-}
-
 /* Small and big files, compressible and not, a duplicate, a sparse one. */
 static void make_tree(void)
 {
@@ -44,10 +30,7 @@ static void make_tree(void)
 	uint32_t x = 1;
 	int fd;
 
-	snprintf(tmp, sizeof(tmp), "/tmp/kiln-test-cli.XXXXXX");
-	CHECK(mkdtemp(tmp) != NULL);
-	snprintf(path, sizeof(path), "%s/src", tmp);
-	CHECK(mkdir(path, 0755) == 0);
+	scratch_make("cli");
 	snprintf(path, sizeof(path), "%s/src/dir", tmp);
 	CHECK(mkdir(path, 0755) == 0);
 	for (size_t i = 0; i < sizeof(text); i++)
@@ -56,44 +39,16 @@ static void make_tree(void)
 		x = x * 1103515245u + 12345u;
 		noise[i] = (char)(x >> 16);
 	}
-	put_file("a", "hello\n", 6);
-	put_file("text", text, sizeof(text));
-	put_file("dir/text-copy", text, sizeof(text));
-	put_file("dir/tail", text, 5000);
-	put_file("noise", noise, sizeof(noise));
+	scratch_write("src/a", "hello\n", 6);
+	scratch_write("src/text", text, sizeof(text));
+	scratch_write("src/dir/text-copy", text, sizeof(text));
+	scratch_write("src/dir/tail", text, 5000);
+	scratch_write("src/noise", noise, sizeof(noise));
 	snprintf(path, sizeof(path), "%s/src/sparse", tmp);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	CHECK(fd >= 0);
 	CHECK(pwrite(fd, "end", 3, 1 << 20) == 3);
 	close(fd);
-}
-
-static void remove_tree(void)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-	CHECK(system(cmd) == 0);
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
-	    fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) &&
-	    fread(buf, 1, (size_t)n, f) == (size_t)n) {
-		*len = (size_t)n;
-	} else {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	return buf;
 }
 
 /* `kiln build -q ARGS... SRC IMG` (@args NULL-terminated); its status. */
@@ -132,8 +87,8 @@ static void same_image(const struct kiln_build_opts *o,
 	snprintf(b, sizeof(b), "%s/cli.img", tmp);
 	CHECK_EQ(kiln_build(src, a, o, NULL), 0);
 	CHECK_EQ(run_cli(args, src, b), 0);
-	da = slurp(a, &alen);
-	db = slurp(b, &blen);
+	da = scratch_load("lib.img", &alen);
+	db = scratch_load("cli.img", &blen);
 	CHECK(da && db);
 	CHECK_EQ(alen, blen);
 	if (da && db && alen == blen && memcmp(da, db, alen)) {
@@ -199,7 +154,7 @@ TEST(library_defaults_are_the_clis)
 			same_bytes(codecs[c].name, codecs[c].id, kernels[k]);
 		}
 	}
-	remove_tree();
+	scratch_remove();
 }
 
 /*
@@ -241,7 +196,7 @@ TEST(option_sets_are_the_clis)
 			 sets[i].args[2], sets[i].args[3] ? sets[i].args[3] : "");
 		same_image(&o, sets[i].args, what);
 	}
-	remove_tree();
+	scratch_remove();
 }
 
 int main(int argc, char **argv)

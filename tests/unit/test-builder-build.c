@@ -17,20 +17,15 @@
 #include "format/erofs_fs.h"
 #include "util/checked.h"
 #include "util/endian.h"
-#include "tap.h"
+#include "build-fixture.h"
 
-static char tmp[64];
-
-static void put_file(const char *rel, const void *data, size_t len)
+/* @rel below src/. */
+static void put_src(const char *rel, const void *data, size_t len)
 {
 	char path[256];
-	int fd;
 
-	snprintf(path, sizeof(path), "%s/src/%s", tmp, rel);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	CHECK(fd >= 0);
-	CHECK(write(fd, data, len) == (ssize_t)len);
-	close(fd);
+	snprintf(path, sizeof(path), "src/%s", rel);
+	scratch_write(path, data, len);
 }
 
 static void make_tree(void)
@@ -38,44 +33,16 @@ static void make_tree(void)
 	static char big[10000];
 	char path[256];
 
-	snprintf(tmp, sizeof(tmp), "/tmp/kiln-test-build.XXXXXX");
-	CHECK(mkdtemp(tmp) != NULL);
-	snprintf(path, sizeof(path), "%s/src", tmp);
-	CHECK(mkdir(path, 0755) == 0);
+	scratch_make("build");
 	snprintf(path, sizeof(path), "%s/src/dir", tmp);
 	CHECK(mkdir(path, 0755) == 0);
 	for (size_t i = 0; i < sizeof(big); i++)
 		big[i] = (char)(i * 7 + i / 100);
-	put_file("a", "hello\n", 6);
-	put_file("dir/big", big, sizeof(big));
-	put_file("empty", "", 0);
+	put_src("a", "hello\n", 6);
+	put_src("dir/big", big, sizeof(big));
+	put_src("empty", "", 0);
 	snprintf(path, sizeof(path), "%s/src/link", tmp);
 	CHECK(symlink("dir/big", path) == 0);
-}
-
-static void remove_tree(void)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-	CHECK(system(cmd) == 0);
-}
-
-static void *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	*len = fread(buf, 1, (size_t)n, f);
-	fclose(f);
-	return buf;
 }
 
 static int build(const char *image, const struct kiln_build_opts *opts)
@@ -85,14 +52,6 @@ static int build(const char *image, const struct kiln_build_opts *opts)
 	snprintf(src, sizeof(src), "%s/src", tmp);
 	snprintf(img, sizeof(img), "%s/%s", tmp, image);
 	return kiln_build(src, img, opts, NULL);
-}
-
-static uint8_t *load(const char *image, size_t *len)
-{
-	char img[128];
-
-	snprintf(img, sizeof(img), "%s/%s", tmp, image);
-	return slurp(img, len);
 }
 
 /* Entries in the temp directory besides src and the named images. */
@@ -118,13 +77,13 @@ TEST(same_input_gives_identical_bytes)
 	make_tree();
 	CHECK_EQ(build("a.img", NULL), 0);
 	CHECK_EQ(build("b.img", NULL), 0);
-	a = load("a.img", &la);
-	b = load("b.img", &lb);
+	a = scratch_load("a.img", &la);
+	b = scratch_load("b.img", &lb);
 	CHECK(a && b && la == lb && !memcmp(a, b, la));
 	CHECK_EQ(la % 4096, 0);
 	free(a);
 	free(b);
-	remove_tree();
+	scratch_remove();
 }
 
 TEST(superblock_checksum_and_root_are_valid)
@@ -137,7 +96,7 @@ TEST(superblock_checksum_and_root_are_valid)
 
 	make_tree();
 	CHECK_EQ(build("a.img", &opts), 0);
-	img = load("a.img", &len);
+	img = scratch_load("a.img", &len);
 	CHECK(img && len >= 4096);
 	CHECK_EQ(kiln_get_le32(img + 1024), EROFS_SUPER_MAGIC);
 	CHECK_EQ(img[1024 + 12], 12);		/* blkszbits */
@@ -155,7 +114,7 @@ TEST(superblock_checksum_and_root_are_valid)
 	CHECK_EQ(img[1024 + 0x30 + 6] >> 4, 8);
 	CHECK_EQ(img[1024 + 0x30 + 8] >> 6, 2);
 	free(img);
-	remove_tree();
+	scratch_remove();
 }
 
 TEST(uuid_follows_content)
@@ -165,15 +124,15 @@ TEST(uuid_follows_content)
 
 	make_tree();
 	CHECK_EQ(build("a.img", NULL), 0);
-	put_file("a", "hellO\n", 6);
+	put_src("a", "hellO\n", 6);
 	CHECK_EQ(build("b.img", NULL), 0);
-	a = load("a.img", &la);
-	b = load("b.img", &lb);
+	a = scratch_load("a.img", &la);
+	b = scratch_load("b.img", &lb);
 	CHECK(a && b);
 	CHECK(memcmp(a + 1024 + 0x30, b + 1024 + 0x30, 16) != 0);
 	free(a);
 	free(b);
-	remove_tree();
+	scratch_remove();
 }
 
 TEST(fixed_mtime_gives_compact_root)
@@ -186,7 +145,7 @@ TEST(fixed_mtime_gives_compact_root)
 
 	make_tree();
 	CHECK_EQ(build("a.img", &opts), 0);
-	img = load("a.img", &len);
+	img = scratch_load("a.img", &len);
 	root = kiln_get_le16(img + 1024 + 14);
 	meta = kiln_get_le32(img + 1024 + 0x28);
 	off = meta * 4096 + root * 32;
@@ -195,7 +154,7 @@ TEST(fixed_mtime_gives_compact_root)
 	CHECK_EQ(kiln_get_le16(img + off + 4) & S_IFMT, S_IFDIR);
 	CHECK_EQ(kiln_get_le64(img + 1024 + 0x18), 1234567890);	/* epoch */
 	free(img);
-	remove_tree();
+	scratch_remove();
 }
 
 TEST(failed_build_keeps_old_image_and_leaves_nothing)
@@ -206,32 +165,17 @@ TEST(failed_build_keeps_old_image_and_leaves_nothing)
 	size_t len;
 
 	make_tree();
-	put_file("../old.img", "OLD", 3);
+	scratch_write("old.img", "OLD", 3);
 	snprintf(src, sizeof(src), "%s/missing", tmp);
 	snprintf(img, sizeof(img), "%s/old.img", tmp);
 	CHECK(kiln_build(src, img, &opts, NULL) < 0);
-	old = load("old.img", &len);
+	old = scratch_load("old.img", &len);
 	CHECK(old && len == 3 && !memcmp(old, "OLD", 3));
 	free(old);
 	opts.blkszbits = 13;		/* refused */
 	CHECK_EQ(build("old.img", &opts), -EINVAL);
 	CHECK_EQ(stray_files(), 0);
-	remove_tree();
-}
-
-struct log_capture {
-	char last[1024];
-	int errors;
-};
-
-static void capture_log(void *ctx, enum kiln_log_level level, const char *msg)
-{
-	struct log_capture *c = ctx;
-
-	if (level != KILN_LOG_ERROR)
-		return;
-	snprintf(c->last, sizeof(c->last), "%s", msg);
-	c->errors++;
+	scratch_remove();
 }
 
 /* Deletes dir/big once the data pass has started (after the scan). */
@@ -255,9 +199,9 @@ TEST(file_vanishing_during_build_fails_naming_it)
 	CHECK_EQ(build("a.img", &opts), -ENOENT);
 	CHECK_EQ(cap.errors, 1);
 	CHECK(strstr(cap.last, "/src/dir/big: file vanished") != NULL);
-	CHECK(load("a.img", &(size_t){ 0 }) == NULL);
+	CHECK(scratch_load("a.img", &(size_t){ 0 }) == NULL);
 	CHECK_EQ(stray_files(), 0);
-	remove_tree();
+	scratch_remove();
 }
 
 TEST(block_sizes_below_page_size_build)
@@ -270,11 +214,11 @@ TEST(block_sizes_below_page_size_build)
 
 		make_tree();
 		CHECK_EQ(build("a.img", &opts), 0);
-		img = load("a.img", &len);
+		img = scratch_load("a.img", &len);
 		CHECK(img && len % (1u << bits) == 0);
 		CHECK_EQ(img[1024 + 12], bits);
 		free(img);
-		remove_tree();
+		scratch_remove();
 	}
 }
 
@@ -302,10 +246,10 @@ TEST(data_is_written_depth_first)
 	}
 	for (size_t i = KILN_ARRAY_SIZE(order); i-- > 0;) {
 		memset(body, 'A' + (int)i, sizeof(body));
-		put_file(order[i], body, sizeof(body));
+		put_src(order[i], body, sizeof(body));
 	}
 	CHECK_EQ(build("o.img", &opts), 0);
-	img = load("o.img", &len);
+	img = scratch_load("o.img", &len);
 	CHECK(img != NULL);
 	for (size_t i = 0; img && i < KILN_ARRAY_SIZE(order); i++) {
 		const uint8_t *at;
@@ -319,7 +263,7 @@ TEST(data_is_written_depth_first)
 		last = (uint64_t)(at - img);
 	}
 	free(img);
-	remove_tree();
+	scratch_remove();
 }
 
 TAP_MAIN(TAP_ENTRY(same_input_gives_identical_bytes),

@@ -18,28 +18,22 @@
 #include <kiln/builder.h>
 
 #include "util/fileio.h"
-#include "tap.h"
+#include "build-fixture.h"
 
-static char tmp[64];
 static ino_t victim_ino;	/* the source file reads of which fail */
 static int fault_err;		/* errno to inject */
 static uint64_t write_after;	/* image bytes written before writes fail */
 static uint64_t written;
 static unsigned int short_reads;
 
+/* @len bytes of a pattern seeded by @seed at @rel. */
 static void put_file(const char *rel, size_t len, unsigned int seed)
 {
-	char path[256];
 	char *buf = malloc(len ? len : 1);
-	int fd;
 
 	for (size_t i = 0; i < len; i++)
 		buf[i] = (char)((i * seed) >> 5 ^ i / 4096);
-	snprintf(path, sizeof(path), "%s/%s", tmp, rel);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	CHECK(fd >= 0);
-	CHECK(write(fd, buf, len) == (ssize_t)len);
-	close(fd);
+	scratch_write(rel, buf, len);
 	free(buf);
 }
 
@@ -48,10 +42,7 @@ static void make_tree(void)
 	char path[256];
 	struct stat st;
 
-	snprintf(tmp, sizeof(tmp), "/tmp/kiln-test-faults.XXXXXX");
-	CHECK(mkdtemp(tmp) != NULL);
-	snprintf(path, sizeof(path), "%s/src", tmp);
-	CHECK(mkdir(path, 0755) == 0);
+	scratch_make("faults");
 	put_file("src/a", 5000, 3);
 	put_file("src/victim", 300000, 7);	/* big: several reads */
 	put_file("src/z", 70000, 11);
@@ -59,14 +50,6 @@ static void make_tree(void)
 	snprintf(path, sizeof(path), "%s/src/victim", tmp);
 	CHECK(stat(path, &st) == 0);
 	victim_ino = st.st_ino;
-}
-
-static void remove_tree(void)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-	CHECK(system(cmd) == 0);
 }
 
 /* Whether @fd is the victim source file. */
@@ -108,21 +91,6 @@ static int fail_writes(int fd, bool write, size_t *len, uint64_t off)
 	return 0;
 }
 
-struct log_capture {
-	char last[1024];
-	int errors;
-};
-
-static void capture_log(void *ctx, enum kiln_log_level level, const char *msg)
-{
-	struct log_capture *c = ctx;
-
-	if (level != KILN_LOG_ERROR)
-		return;
-	snprintf(c->last, sizeof(c->last), "%s", msg);
-	c->errors++;
-}
-
 static int build(const char *image, struct kiln_build_opts *o,
 		 struct log_capture *cap)
 {
@@ -134,26 +102,6 @@ static int build(const char *image, struct kiln_build_opts *o,
 	o->log_ctx = cap;
 	o->flags |= KILN_BUILD_FIXED_MTIME | KILN_BUILD_BUILD_TIME;
 	return kiln_build(src, img, o, NULL);
-}
-
-static void *slurp(const char *rel, size_t *len)
-{
-	char path[256];
-	FILE *f;
-	char *buf;
-	long n;
-
-	snprintf(path, sizeof(path), "%s/%s", tmp, rel);
-	f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	*len = fread(buf, 1, (size_t)n, f);
-	fclose(f);
-	return buf;
 }
 
 /* Only src and the images named: no temporary file left behind. */
@@ -175,7 +123,7 @@ static bool only(const char *a, const char *b)
 static bool old_intact(void)
 {
 	size_t len;
-	char *old = slurp("old.img", &len);
+	char *old = scratch_load("old.img", &len);
 	bool ok = old && len == 3;
 
 	free(old);
@@ -207,7 +155,7 @@ TEST(eio_reading_a_source_file_names_it)
 		CHECK(old_intact());
 		CHECK(only("old.img", NULL));
 	}
-	remove_tree();
+	scratch_remove();
 }
 
 TEST(short_reads_change_nothing)
@@ -226,14 +174,14 @@ TEST(short_reads_change_nothing)
 		CHECK_EQ(build("short.img", &o, &cap), 0);
 		kiln_fileio_fault = NULL;
 		CHECK(short_reads > 3);
-		a = slurp("plain.img", &l1);
-		b = slurp("short.img", &l2);
+		a = scratch_load("plain.img", &l1);
+		b = scratch_load("short.img", &l2);
 		CHECK(a && b && l1 == l2 && !memcmp(a, b, l1));
 		CHECK_EQ(cap.errors, 0);
 		free(a);
 		free(b);
 	}
-	remove_tree();
+	scratch_remove();
 }
 
 TEST(write_errors_leave_the_old_image)
@@ -263,7 +211,7 @@ TEST(write_errors_leave_the_old_image)
 			CHECK(only("old.img", NULL));
 		}
 	}
-	remove_tree();
+	scratch_remove();
 }
 
 TAP_MAIN(TAP_ENTRY(eio_reading_a_source_file_names_it),

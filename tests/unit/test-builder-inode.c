@@ -141,15 +141,33 @@ TEST(device_numbers_use_the_new_encoding)
 	struct kiln_node n = plain_file();
 	uint8_t raw[32];
 
-	CHECK_EQ(kiln_inode_encode_rdev(makedev(1, 3)), 0x103);
-	CHECK_EQ(kiln_inode_encode_rdev(makedev(300, 70000)),
-		 (70000 & 0xFF) | (300 << 8) | ((70000 & ~0xFF) << 12));
+	uint32_t rdev = 7;
+
+	CHECK(kiln_inode_encode_rdev(1, 3, &rdev));
+	CHECK_EQ(rdev, 0x103);
+	CHECK(kiln_inode_encode_rdev(300, 70000, &rdev));
+	CHECK_EQ(rdev, (70000 & 0xFF) | (300 << 8) | ((70000 & ~0xFF) << 12));
+	CHECK(kiln_inode_encode_rdev(4095, 1048575, &rdev));
+	CHECK_EQ(rdev, 0xFFFFFFFFu);
 	n.mode = S_IFCHR | 0600;
 	n.size = 0;
-	n.rdev = kiln_inode_encode_rdev(makedev(1, 3));
+	CHECK(kiln_inode_encode_rdev(1, 3, &n.rdev));
 	n.startblk = 55;	/* ignored for devices */
 	kiln_inode_encode_core(&n, EPOCH, raw);
 	CHECK_EQ(kiln_get_le32(raw + 16), 0x103);
+}
+
+TEST(device_numbers_the_image_cannot_hold_are_refused)
+{
+	uint32_t rdev = 7;
+
+	CHECK(!kiln_inode_encode_rdev(4096, 0, &rdev));
+	CHECK(!kiln_inode_encode_rdev(0, 1048576, &rdev));
+	/* what a 32-bit truncation would have turned into 1:3 */
+	CHECK(!kiln_inode_encode_rdev((1ull << 32) + 1, 3, &rdev));
+	CHECK(!kiln_inode_encode_rdev(1, (1ull << 32) + 3, &rdev));
+	CHECK(!kiln_inode_encode_rdev(UINT64_MAX, UINT64_MAX, &rdev));
+	CHECK_EQ(rdev, 7);
 }
 
 TEST(file_types_map_to_dirent_types)
@@ -169,4 +187,5 @@ TAP_MAIN(TAP_ENTRY(compact_when_everything_fits_exactly),
 	 TAP_ENTRY(compact_core_fields_land_at_their_offsets),
 	 TAP_ENTRY(extended_core_keeps_64bit_size_and_nanoseconds),
 	 TAP_ENTRY(device_numbers_use_the_new_encoding),
+	 TAP_ENTRY(device_numbers_the_image_cannot_hold_are_refused),
 	 TAP_ENTRY(file_types_map_to_dirent_types))

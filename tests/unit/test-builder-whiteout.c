@@ -43,6 +43,10 @@ TEST(default_mode_follows_the_source_kind)
 	CHECK_EQ(kiln_whiteouts_mode(&o), KILN_WHITEOUTS_KEEP);
 	o.source_kind = KILN_SOURCE_TAR;
 	CHECK_EQ(kiln_whiteouts_mode(&o), KILN_WHITEOUTS_OVERLAY);
+	/* one OCI layer is a tar */
+	o.source_kind = KILN_SOURCE_OCI;
+	CHECK_EQ(kiln_whiteouts_mode(&o), KILN_WHITEOUTS_OVERLAY);
+	o.source_kind = KILN_SOURCE_TAR;
 	o.whiteouts = KILN_WHITEOUTS_STRIP;
 	CHECK_EQ(kiln_whiteouts_mode(&o), KILN_WHITEOUTS_STRIP);
 	o.source_kind = KILN_SOURCE_DIR;

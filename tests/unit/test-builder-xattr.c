@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Tests for lib/builder/xattr.c: prefixes, sharing, inline areas, filter. */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "builder/internal.h"
@@ -179,10 +181,37 @@ TEST(sort_orders_by_index_then_name_and_drops_duplicates)
 	kiln_xattr_table_release(&xt);
 }
 
+TEST(node_add_xattr_grows_and_stops_at_uint16_max)
+{
+	struct kiln_xattr_table xt;
+	struct kiln_node n = { 0 };
+	struct kiln_xattr_item *items[3];
+
+	kiln_xattr_table_init(&xt);
+	items[0] = intern(&xt, EROFS_XATTR_INDEX_USER, "a", "1");
+	items[1] = intern(&xt, EROFS_XATTR_INDEX_USER, "b", "2");
+	items[2] = intern(&xt, EROFS_XATTR_INDEX_TRUSTED, "c", "3");
+	for (unsigned int i = 0; i < 100; i++)
+		CHECK_EQ(kiln_node_add_xattr(NULL, &n, items[i % 3], NULL), 0);
+	CHECK_EQ(n.nr_xattrs, 100);
+	CHECK(n.cap_xattrs >= 100);
+	for (unsigned int i = 0; i < 100; i++)
+		CHECK(n.xattrs[i] == items[i % 3]);
+	/* appending does not sort: the caller does, once */
+	kiln_xattr_sort(n.xattrs, &n.nr_xattrs);
+	CHECK_EQ(n.nr_xattrs, 3);
+	n.nr_xattrs = UINT16_MAX;
+	CHECK_EQ(kiln_node_add_xattr(NULL, &n, items[0], NULL), -E2BIG);
+	CHECK_EQ(n.nr_xattrs, UINT16_MAX);
+	free(n.xattrs);
+	kiln_xattr_table_release(&xt);
+}
+
 TAP_MAIN(TAP_ENTRY(prefixes_map_to_short_indexes),
 	 TAP_ENTRY(filter_matches_worked_example),
 	 TAP_ENTRY(identical_xattrs_are_interned_once),
 	 TAP_ENTRY(xattrs_used_often_enough_become_shared),
 	 TAP_ENTRY(inline_area_is_zero_or_at_least_16_bytes),
 	 TAP_ENTRY(more_than_255_shared_ids_spill_inline),
-	 TAP_ENTRY(sort_orders_by_index_then_name_and_drops_duplicates))
+	 TAP_ENTRY(sort_orders_by_index_then_name_and_drops_duplicates),
+	 TAP_ENTRY(node_add_xattr_grows_and_stops_at_uint16_max))

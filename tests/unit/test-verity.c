@@ -389,6 +389,58 @@ TEST(reader_finds_each_bad_block)
 	remove_tree();
 }
 
+TEST(probe_finds_the_tree_and_what_it_hashes_to)
+{
+	struct kiln_build_stats st;
+	struct kiln_verity_info vi;
+	struct kiln_image *img = NULL;
+	uint8_t salt[3] = { 1, 2, 3 };
+	char path[256];
+
+	make_tree();
+	CHECK_EQ(build("v.img", 1, 12, salt, sizeof(salt), &st), 0);
+	path_of(path, sizeof(path), "v.img");
+	CHECK_EQ(kiln_image_open(&img, path, NULL), 0);
+	if (img) {
+		/* untrusted: the root is what the top level hashes to */
+		CHECK_EQ(kiln_image_verity_probe(img, NULL, &vi), 0);
+		CHECK(!memcmp(vi.root, st.verity.root, 32));
+		CHECK_EQ(vi.salt_len, 3);
+		CHECK(!memcmp(vi.salt, salt, 3));
+		CHECK_EQ(vi.hash_offset, st.verity.hash_offset);
+		CHECK_EQ(vi.data_blocks, st.verity.data_blocks);
+		CHECK_EQ(vi.hash_blocks, st.verity.hash_blocks);
+		CHECK_EQ(vi.block_size, 4096);
+		CHECK_EQ(kiln_image_verity_info(img, &vi), -ENOENT);
+		kiln_image_close(img);
+	}
+	/* a changed top level hashes to another root */
+	flip("v.img", st.verity.hash_offset + 4096 + 7);
+	CHECK_EQ(kiln_image_open(&img, path, NULL), 0);
+	if (img) {
+		CHECK_EQ(kiln_image_verity_probe(img, NULL, &vi), 0);
+		CHECK(memcmp(vi.root, st.verity.root, 32) != 0);
+		kiln_image_close(img);
+	}
+	/* opened through the tree: as kiln_image_verity_info() */
+	flip("v.img", st.verity.hash_offset + 4096 + 7);
+	CHECK_EQ(open_verity(&img, "v.img", st.verity.root), 0);
+	if (img) {
+		CHECK_EQ(kiln_image_verity_probe(img, NULL, &vi), 0);
+		CHECK(!memcmp(vi.root, st.verity.root, 32));
+		kiln_image_close(img);
+	}
+	/* no tree: the superblock's block count points past the file */
+	CHECK_EQ(build("v.img", 1, 12, NULL, 0, &st), 0);
+	CHECK(truncate(path, (off_t)st.verity.hash_offset) == 0);
+	CHECK_EQ(kiln_image_open(&img, path, NULL), 0);
+	if (img) {
+		CHECK(kiln_image_verity_probe(img, NULL, &vi) < 0);
+		kiln_image_close(img);
+	}
+	remove_tree();
+}
+
 TAP_MAIN(TAP_ENTRY(geometry_matches_dm_verity),
 	 TAP_ENTRY(superblock_round_trips_and_rejects_others),
 	 TAP_ENTRY(hex_decodes_and_encodes),
@@ -396,4 +448,5 @@ TAP_MAIN(TAP_ENTRY(geometry_matches_dm_verity),
 	 TAP_ENTRY(tree_matches_reference_512),
 	 TAP_ENTRY(tree_is_the_same_for_any_thread_count),
 	 TAP_ENTRY(salt_given_is_used),
-	 TAP_ENTRY(reader_finds_each_bad_block))
+	 TAP_ENTRY(reader_finds_each_bad_block),
+	 TAP_ENTRY(probe_finds_the_tree_and_what_it_hashes_to))

@@ -5,6 +5,7 @@
  * ztailpacking, fragments, dedupe) are read through the public API with
  * several access patterns and cache modes, and compared with the tree.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -78,8 +79,60 @@ static uint32_t next_rand(void)
 	return rng >> 8;
 }
 
+/*
+ * kiln_file_read_extent(): the extents tile the file from 0 to its end,
+ * each decodes to the file's bytes and holds the offset asked for, random
+ * offsets give the extent that holds them, and a small buffer is refused.
+ * A file stored uncompressed has nothing to decode: 0 everywhere.
+ */
+static bool check_extents(struct kiln_file *f, const uint8_t *want,
+			  size_t len, bool compressed)
+{
+	size_t cap = 4u << 20, ext_len = 0;
+	uint8_t *got = malloc(cap);
+	uint64_t pos = 0, ext_off = 0;
+	bool ok = got != NULL;
+	int r;
+
+	if (ok && len && !compressed) {
+		for (int i = 0; i < 20; i++)
+			ok &= kiln_file_read_extent(f, got, cap,
+						    next_rand() % len,
+						    &ext_off, &ext_len) == 0;
+		free(got);
+		return ok;
+	}
+	while (ok && pos < len) {
+		ext_off = UINT64_MAX;
+		ext_len = 0;
+		r = kiln_file_read_extent(f, got, cap, pos, &ext_off, &ext_len);
+		ok &= r == 1 && ext_off == pos && ext_len &&
+		      pos + ext_len <= len && !memcmp(got, want + pos, ext_len);
+		pos += r == 1 && ext_len ? ext_len : len;
+	}
+	for (int i = 0; ok && i < 50 && len; i++) {
+		size_t o = next_rand() % len, small_len = 0;
+		uint64_t small_off = 0;
+
+		r = kiln_file_read_extent(f, got, cap, o, &ext_off, &ext_len);
+		ok &= r == 1 && ext_off <= o && o < ext_off + ext_len &&
+		      ext_off + ext_len <= len &&
+		      !memcmp(got, want + ext_off, ext_len);
+		/* no room for every byte: no bytes, but the room it needs */
+		if (ok && ext_len > 1)
+			ok &= kiln_file_read_extent(f, got, ext_len - 1, o,
+						    &small_off, &small_len) ==
+			      -ENOSPC && small_off == ext_off &&
+			      small_len == ext_len;
+	}
+	ok &= kiln_file_read_extent(f, got, cap, len, &ext_off, &ext_len) == 0;
+	free(got);
+	return ok;
+}
+
 /* Read @f in several patterns and compare with @want. */
-static bool check_file(struct kiln_file *f, const uint8_t *want, size_t len)
+static bool check_file(struct kiln_file *f, const uint8_t *want, size_t len,
+		       bool compressed)
 {
 	uint8_t *got = malloc(len + 8192);
 	bool ok = true;
@@ -109,7 +162,16 @@ static bool check_file(struct kiln_file *f, const uint8_t *want, size_t len)
 	/* 4. at and past EOF */
 	ok &= kiln_file_pread(f, got, 10, len) == 0;
 	free(got);
-	return ok;
+	return ok && check_extents(f, want, len, compressed);
+}
+
+/* Whether mkfs.erofs compressed inode @nid (its st_blocks say so). */
+static bool is_compressed(struct kiln_image *img, kiln_nid_t nid)
+{
+	struct kiln_stat st;
+
+	return !kiln_stat_nid(img, nid, &st) &&
+	       st.blocks * 512 < st.size;
 }
 
 static void check_image(const char *mkfs_opts, enum kiln_cache_mode cache,
@@ -152,7 +214,7 @@ static void check_image(const char *mkfs_opts, enum kiln_cache_mode cache,
 			free(want);
 			continue;
 		}
-		if (!check_file(f, want, len)) {
+		if (!check_file(f, want, len, is_compressed(img, nid))) {
 			printf("#   %s (cache %d, flags %u): %s differs\n",
 			       mkfs_opts, cache, flags, files[i]);
 			CHECK(0);

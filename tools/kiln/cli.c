@@ -256,6 +256,30 @@ void cli_verity_apply(const struct cli_verity *v, struct kiln_image_opts *o)
 	o->verity_hash_offset = v->hash_offset;
 }
 
+int cli_verity_check(const struct cli_spec *spec, const struct cli_verity *v)
+{
+	if ((v->has_salt || v->hash_offset) && !v->on)
+		return cli_usage_error(spec, "--verity-salt and "
+				       "--verity-hash-offset need --verity");
+	return 0;
+}
+
+int cli_image_option(const struct cli_spec *spec, struct cli_devices *devs,
+		     struct cli_verity *v, int key, const char *arg)
+{
+	switch (key) {
+	case CLI_OPT_DEVICE:
+		return cli_add_device(spec, devs, arg) ? 2 : 0;
+	case CLI_OPT_VERITY:
+	case CLI_OPT_VERITY_SALT:
+	case CLI_OPT_VERITY_HASH_OFFSET:
+		return cli_verity_option(spec, v, key, arg) ? 2 : 0;
+	}
+	if (cli_is_remote_option(key))
+		return cli_remote_option(spec, devs, key, arg) ? 2 : 0;
+	return 0;
+}
+
 int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
 		   const char *arg)
 {
@@ -392,20 +416,20 @@ int cli_parse_size(const char *arg, uint64_t *v)
 	return 0;
 }
 
-const struct kiln_remote_opts *cli_remote_opts(struct cli_devices *devs)
+const struct kiln_remote_opts *cli_remote_opts(const struct cli_devices *devs)
 {
 	return devs && devs->remote.opts.struct_size ? &devs->remote.opts :
 	       NULL;
 }
 
 int cli_open_image(struct kiln_image **img, const char *path,
-		   struct cli_log *lg, struct cli_devices *devs)
+		   struct cli_log *lg, const struct cli_devices *devs)
 {
 	return cli_open_image_verity(img, path, lg, devs, NULL);
 }
 
 int cli_open_image_verity(struct kiln_image **img, const char *path,
-			  struct cli_log *lg, struct cli_devices *devs,
+			  struct cli_log *lg, const struct cli_devices *devs,
 			  const struct cli_verity *v)
 {
 	struct kiln_image_opts opts = {

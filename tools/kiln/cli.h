@@ -175,7 +175,7 @@ int cli_remote_option(const struct cli_spec *spec, struct cli_devices *devs,
 		      int key, const char *arg);
 
 /* The remote options of @devs (NULL: none given), for kiln_image_opts. */
-const struct kiln_remote_opts *cli_remote_opts(struct cli_devices *devs);
+const struct kiln_remote_opts *cli_remote_opts(const struct cli_devices *devs);
 
 /* Add @arg to @devs: 0, or a usage error printed (returns 2). */
 int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
@@ -186,7 +186,7 @@ int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
  * prints the reason and returns it on failure.
  */
 int cli_open_image(struct kiln_image **img, const char *path,
-		   struct cli_log *lg, struct cli_devices *devs);
+		   struct cli_log *lg, const struct cli_devices *devs);
 
 /* --verity ROOT_HASH, --verity-salt HEX, --verity-hash-offset BYTES. */
 struct cli_verity {
@@ -223,7 +223,7 @@ int cli_verity_option(const struct cli_spec *spec, struct cli_verity *v,
 
 /* As cli_open_image(), through the tree @v describes (NULL: none). */
 int cli_open_image_verity(struct kiln_image **img, const char *path,
-			  struct cli_log *lg, struct cli_devices *devs,
+			  struct cli_log *lg, const struct cli_devices *devs,
 			  const struct cli_verity *v);
 
 /* Point @o's verity fields at @v's (when @v->on). */
@@ -231,6 +231,20 @@ void cli_verity_apply(const struct cli_verity *v, struct kiln_image_opts *o);
 
 /* "4G", "512M", "100k", "123" (bytes) into *@v: 0, or -EINVAL. */
 int cli_parse_size(const char *arg, uint64_t *v);
+
+/*
+ * After the options: 0, or the exit status of a usage error (printed)
+ * when --verity-salt or --verity-hash-offset came without --verity.
+ */
+int cli_verity_check(const struct cli_spec *spec, const struct cli_verity *v);
+
+/*
+ * Apply @key with @arg when it is --device, one of the verity options or
+ * one of CLI_REMOTE_OPTIONS, into @devs or @v: 0 (also for any other
+ * key), or the exit status of a usage error (printed).
+ */
+int cli_image_option(const struct cli_spec *spec, struct cli_devices *devs,
+		     struct cli_verity *v, int key, const char *arg);
 
 /* "512 B", "1.5 KiB", "3.0 GiB" into @buf. Returns @buf. */
 const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);

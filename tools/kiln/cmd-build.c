@@ -24,7 +24,8 @@ struct build_cli {
 	size_t nr_owned, owned_cap;
 	int verbosity;			/* -1 quiet, 0 normal, 1 verbose */
 	bool mtime_given;
-	const char *tar;		/* --tar FILE ("-": stdin), or NULL */
+	/* --tar FILE ("-": stdin), --tar-index FILE, --oci DIR, or NULL */
+	const char *tar;
 	struct cli_progress progress;	/* status line on a terminal */
 	uint8_t verity_salt[KILN_VERITY_SALT_MAX];
 	const char *root_hash_file;	/* --verity-root-hash-file */
@@ -59,6 +60,8 @@ enum {
 	OPT_PACKED_PCLUSTER,
 	OPT_TAR,
 	OPT_TAR_INDEX,
+	OPT_OCI,
+	OPT_OCI_LAYER,
 	OPT_VERIFY,
 	OPT_FILE_CONTEXTS,
 	OPT_MOUNT_POINT,
@@ -282,6 +285,23 @@ static int set_tar_index(struct build_cli *c, const char *arg)
 {
 	c->tar = arg;
 	c->opts.source_kind = KILN_SOURCE_TAR_INDEX;
+	return 0;
+}
+
+static int set_oci(struct build_cli *c, const char *arg)
+{
+	c->tar = arg;
+	c->opts.source_kind = KILN_SOURCE_OCI;
+	return 0;
+}
+
+static int set_oci_layer(struct build_cli *c, const char *arg)
+{
+	uint64_t v;
+
+	if (parse_u64("--oci-layer", arg, 1, UINT32_MAX, &v))
+		return 2;
+	c->opts.oci_layer = (unsigned int)v;
 	return 0;
 }
 
@@ -633,7 +653,8 @@ static const struct build_option {
 	  set_kernel },
 	{ { "pcluster-size", 'C', "BYTES", "largest pcluster (classic "
 			"layout; default 16384 for lz4, lz4hc and deflate, "
-			"65536 for lzma and zstd; one block before Linux 5.13) "
+			"65536 for lzma, 131072 for zstd; one block before "
+			"Linux 5.13) "
 			"or extent input size (extents layout, default "
 			"65536)" }, set_pcluster_size },
 	{ { "layout", OPT_LAYOUT, "KIND", "compressed file layout: classic, "
@@ -693,6 +714,15 @@ static const struct build_option {
 			"the image's extra device (mount -t erofs -o "
 			"device=FILE; kiln's reading commands take --device "
 			"FILE); 512-byte blocks, Linux 6.4+" }, set_tar_index },
+	{ { "oci", OPT_OCI, "DIR[:REF]", "build from the OCI image layout "
+			"DIR (the image REF names, or its only one): its "
+			"layers (tar, tar+gzip, tar+zstd; every blob checked "
+			"against its digest) applied in order into one root "
+			"filesystem, whiteouts honoured" }, set_oci },
+	{ { "oci-layer", OPT_OCI_LAYER, "N", "with --oci: build layer N "
+			"(1 = the bottom one) alone, its whiteouts as "
+			"overlayfs whiteouts (see --whiteouts), for an "
+			"overlayfs stack" }, set_oci_layer },
 	{ { "verify", OPT_VERIFY, NULL, "read the image back and compare it "
 			"with the source before renaming it into place" },
 	  set_verify },
@@ -717,9 +747,10 @@ static struct cli_option build_cli_options[NR_BUILD_OPTIONS];
 static const struct cli_spec build_spec = {
 	.cmd = "build",
 	.usage = "[OPTIONS] SOURCE IMAGE\n       kiln build [OPTIONS] --tar FILE|- IMAGE\n"
-		 "       kiln build [OPTIONS] --tar-index FILE IMAGE",
+		 "       kiln build [OPTIONS] --tar-index FILE IMAGE\n"
+		 "       kiln build [OPTIONS] --oci DIR[:REF] [--oci-layer N] IMAGE",
 	.summary = "Build the EROFS image IMAGE from the directory SOURCE "
-		   "(or an archive: --tar). "
+		   "(or an archive: --tar; an OCI image: --oci). "
 		   "SOURCE_DATE_EPOCH, if set,\nsets the build time and clamps "
 		   "newer mtimes to it.",
 	.opts = build_cli_options,
@@ -864,8 +895,8 @@ int cmd_build(int argc, char **argv)
 		goto out;
 	}
 	if (argc - optind != (c.tar ? 1 : 2)) {
-		rc = cli_usage_error(&build_spec, c.tar ? "--tar, --tar-index: "
-				     "expected only IMAGE" :
+		rc = cli_usage_error(&build_spec, c.tar ? "--tar, --tar-index, "
+				     "--oci: expected only IMAGE" :
 				     "expected SOURCE and IMAGE");
 		goto out;
 	}

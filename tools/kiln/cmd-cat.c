@@ -13,15 +13,20 @@
 #define CAT_CHUNK (1u << 20)
 
 static const struct cli_option cat_options[] = {
+	CLI_VERITY_OPTIONS,
 	CLI_DEVICE_OPTION,
 	CLI_REMOTE_OPTIONS,
 };
 
 static const struct cli_spec cat_spec = {
 	.cmd = "cat",
-	.usage = "[--device PATH]... IMAGE PATH...",
+	.usage = "[--device PATH]... [--verity ROOT_HASH] IMAGE PATH...",
 	.summary = "Write the bytes of each file PATH of IMAGE to standard "
-		   "output (symlinks are followed inside the image).",
+		   "output (symlinks are followed inside the image).\n"
+		   "With --verity, every block is checked against the "
+		   "dm-verity root hash before\nuse: a file on a bad block "
+		   "is an error naming it (after the bytes before\nthat "
+		   "block), and the exit status is 1.",
 	.opts = cat_options,
 	.nr_opts = sizeof(cat_options) / sizeof(cat_options[0]),
 };
@@ -108,21 +113,20 @@ static int cat_one(struct kiln_image *img, const char *image,
 int cmd_cat(int argc, char **argv)
 {
 	struct cli_devices devs = { .count = 0 };
+	struct cli_verity verity = { 0 };
 	struct kiln_image *img;
 	struct cli_log lg;
 	const char *arg, *image;
 	int c, status = 0;
 	char *buf;
 
-	while ((c = cli_getopt(argc, argv, &cat_spec, &arg)) >= 0) {
-		if (c == CLI_OPT_DEVICE && cli_add_device(&cat_spec, &devs, arg))
+	while ((c = cli_getopt(argc, argv, &cat_spec, &arg)) >= 0)
+		if (cli_image_option(&cat_spec, &devs, &verity, c, arg))
 			return 2;
-		if (cli_is_remote_option(c) &&
-		    cli_remote_option(&cat_spec, &devs, c, arg))
-			return 2;
-	}
 	if (c != CLI_OPT_END)
 		return cli_opt_exit(c);
+	if (cli_verity_check(&cat_spec, &verity))
+		return 2;
 	if (argc - optind < 2)
 		return cli_usage_error(&cat_spec, "expected IMAGE PATH...");
 	image = argv[optind];
@@ -134,7 +138,7 @@ int cmd_cat(int argc, char **argv)
 		return 1;
 	}
 	cli_log_init(&lg, image, KILN_LOG_WARN);
-	if (cli_open_image(&img, image, &lg, &devs)) {
+	if (cli_open_image_verity(&img, image, &lg, &devs, &verity)) {
 		free(buf);
 		return 1;
 	}

@@ -30,6 +30,7 @@ static const struct cli_option extract_options[] = {
 	{ "no-times", OPT_NO_TIMES, NULL, "do not restore modification times" },
 	{ "quiet", 'q', NULL, "no warnings" },
 	{ "verbose", 'v', NULL, "print a summary at the end" },
+	CLI_VERITY_OPTIONS,
 	CLI_DEVICE_OPTION,
 	CLI_REMOTE_OPTIONS,
 };
@@ -39,7 +40,11 @@ static const struct cli_spec extract_spec = {
 	.usage = "[OPTIONS] IMAGE DEST [PATH]",
 	.summary = "Extract PATH (default: everything) of IMAGE into directory "
 		   "DEST. A directory's contents go into DEST, another file "
-		   "becomes DEST/NAME.",
+		   "becomes DEST/NAME.\n"
+		   "With --verity, every block is checked against the "
+		   "dm-verity root hash before\nuse: a file on a bad block is "
+		   "an error naming it and is removed, never left\nhalf "
+		   "written; the exit status is 1.",
 	.opts = extract_options,
 	.nr_opts = sizeof(extract_options) / sizeof(extract_options[0]),
 };
@@ -91,6 +96,7 @@ int cmd_extract(int argc, char **argv)
 	struct kiln_extract_stats stats;
 	struct extract_cli ctx = { 0 };
 	struct cli_devices devs = { .count = 0 };
+	struct cli_verity verity = { 0 };
 	struct kiln_image *img;
 	struct cli_log lg;
 	const char *arg, *dest, *src = "/";
@@ -114,19 +120,17 @@ int cmd_extract(int argc, char **argv)
 		case OPT_NO_TIMES: opts.flags |= KILN_EXTRACT_NO_TIMES; break;
 		case 'q': ctx.quiet = true; break;
 		case 'v': verbose = true; break;
-		case CLI_OPT_DEVICE:
-			if (cli_add_device(&extract_spec, &devs, arg))
-				return 2;
-			break;
 		default:
-			if (cli_is_remote_option(c) &&
-			    cli_remote_option(&extract_spec, &devs, c, arg))
+			if (cli_image_option(&extract_spec, &devs, &verity, c,
+					     arg))
 				return 2;
 			break;
 		}
 	}
 	if (c != CLI_OPT_END)
 		return cli_opt_exit(c);
+	if (cli_verity_check(&extract_spec, &verity))
+		return 2;
 	if (argc - optind < 2 || argc - optind > 3)
 		return cli_usage_error(&extract_spec,
 				       "expected IMAGE DEST [PATH]");
@@ -136,7 +140,7 @@ int cmd_extract(int argc, char **argv)
 		src = argv[optind + 2];
 
 	cli_log_init(&lg, ctx.image, KILN_LOG_WARN);
-	if (cli_open_image(&img, ctx.image, &lg, &devs))
+	if (cli_open_image_verity(&img, ctx.image, &lg, &devs, &verity))
 		return 1;
 	opts.msg = on_msg;
 	opts.ctx = &ctx;

@@ -96,19 +96,8 @@ int cmd_fsck(int argc, char **argv)
 		case 'q': quiet = true; break;
 		case 'v': ctx.verbose = true; break;
 		case OPT_NO_DATA: opts.flags |= KILN_FSCK_METADATA_ONLY; break;
-		case CLI_OPT_VERITY:
-		case CLI_OPT_VERITY_SALT:
-		case CLI_OPT_VERITY_HASH_OFFSET:
-			if (cli_verity_option(&fsck_spec, &verity, c, arg))
-				return 2;
-			break;
-		case CLI_OPT_DEVICE:
-			if (cli_add_device(&fsck_spec, &devs, arg))
-				return 2;
-			break;
 		default:
-			if (cli_is_remote_option(c) &&
-			    cli_remote_option(&fsck_spec, &devs, c, arg))
+			if (cli_image_option(&fsck_spec, &devs, &verity, c, arg))
 				return 2;
 			break;
 		}
@@ -122,9 +111,8 @@ int cmd_fsck(int argc, char **argv)
 
 	cli_log_init(&lg, ctx.image, ctx.verbose ? KILN_LOG_INFO :
 						   KILN_LOG_WARN);
-	if ((verity.has_salt || verity.hash_offset) && !verity.on)
-		return cli_usage_error(&fsck_spec, "--verity-salt and "
-				       "--verity-hash-offset need --verity");
+	if (cli_verity_check(&fsck_spec, &verity))
+		return 2;
 	err = cli_open_image_verity(&img, ctx.image, &lg, &devs, &verity);
 	/*
 	 * A bad superblock is corruption; a file that is no EROFS image at

@@ -24,17 +24,31 @@ static const struct cli_option info_options[] = {
 	{ "kernels", OPT_KERNELS, NULL, "print the table of features and the "
 					"first Linux that mounts each (no "
 					"IMAGE)" },
+	CLI_VERITY_OPTIONS,
 	CLI_DEVICE_OPTION,
 	CLI_REMOTE_OPTIONS,
 };
 
 static const struct cli_spec info_spec = {
 	.cmd = "info",
-	.usage = "[--json] [--no-walk] [--device PATH]... IMAGE\n       kiln info --kernels",
+	.usage = "[--json] [--no-walk] [--device PATH]... [--verity ROOT_HASH] IMAGE\n       kiln info --kernels",
 	.summary = "Describe IMAGE: superblock, features, compression and the "
-		   "files it holds.",
+		   "files it holds.\n"
+		   "With --verity, also the dm-verity tree's superblock "
+		   "fields and whether the tree\nhashes to ROOT_HASH; when it "
+		   "does, the walk checks every block against it\n(bad blocks "
+		   "are counted: 'kiln fsck --verity' names their files). Exit "
+		   "status 1\nwhen the root hash does not match or a block is "
+		   "bad.",
 	.opts = info_options,
 	.nr_opts = sizeof(info_options) / sizeof(info_options[0]),
+};
+
+/* What --verity found: the tree's superblock fields and the root check. */
+struct info_verity {
+	int err;			/* probing the tree: 0 or -errno */
+	bool root_ok;			/* it hashes to the root hash given */
+	struct kiln_verity_info vi;	/* root: what the tree hashes to */
 };
 
 /* Feature bits by name; bits shared by two features list both names. */
@@ -205,10 +219,41 @@ static void print_devices_text(const struct kiln_image *img,
 	}
 }
 
+static void print_verity_text(const struct info_verity *v,
+			      const struct kiln_fsck_report *rep, bool walked)
+{
+	char hex[2 * KILN_VERITY_SALT_MAX + 1];
+
+	if (v->err) {
+		printf("%-22sno tree found (%s)\n", "verity:",
+		       kiln_strerror(v->err));
+		return;
+	}
+	kiln_hex_encode(v->vi.root, sizeof(v->vi.root), hex);
+	if (v->root_ok)
+		printf("%-22smatches\n", "verity root hash:");
+	else
+		printf("%-22sdoes not match: the tree hashes to %s\n",
+		       "verity root hash:", hex);
+	kiln_hex_encode(v->vi.salt, v->vi.salt_len, hex);
+	printf("%-22s%s\n", "verity salt:", v->vi.salt_len ? hex : "(none)");
+	printf("%-22s%llu\n", "verity hash offset:",
+	       (unsigned long long)v->vi.hash_offset);
+	printf("%-22s%llu of %u bytes\n", "verity data blocks:",
+	       (unsigned long long)v->vi.data_blocks, v->vi.block_size);
+	printf("%-22s%llu (superblock included), tree levels: %u\n",
+	       "verity hash blocks:", (unsigned long long)v->vi.hash_blocks,
+	       v->vi.levels);
+	if (walked && v->root_ok)
+		printf("%-22s%llu checked, %llu bad\n", "verity blocks:",
+		       (unsigned long long)rep->verity_blocks,
+		       (unsigned long long)rep->verity_bad_blocks);
+}
+
 static void print_text(const struct kiln_image *img, const char *image,
 		       const struct kiln_image_info *in,
 		       const struct kiln_fsck_report *rep, bool walked,
-		       int walk_err)
+		       int walk_err, const struct info_verity *verity)
 {
 	char uuid[37], when[48], hs[32], label[80];
 	uint32_t algs = algorithms(in, rep, walked);
@@ -270,6 +315,8 @@ static void print_text(const struct kiln_image *img, const char *image,
 	else
 		printf("%-22snone\n", "checksum:");
 	print_devices_text(img, in);
+	if (verity)
+		print_verity_text(verity, rep, walked);
 	if (!walked)
 		return;
 	if (walk_err == -KILN_ECORRUPT)
@@ -381,10 +428,39 @@ static void print_devices_json(const struct kiln_image *img,
 	printf("]");
 }
 
+static void print_verity_json(const struct info_verity *v,
+			      const struct kiln_fsck_report *rep, bool walked)
+{
+	char hex[2 * KILN_VERITY_SALT_MAX + 1];
+
+	if (v->err) {
+		printf(", \"verity\": {\"tree\": false, \"error\": ");
+		json_str(kiln_strerror(v->err));
+		printf("}");
+		return;
+	}
+	kiln_hex_encode(v->vi.root, sizeof(v->vi.root), hex);
+	printf(", \"verity\": {\"tree\": true, \"root_hash_matches\": %s"
+	       ", \"tree_root_hash\": \"%s\"",
+	       v->root_ok ? "true" : "false", hex);
+	kiln_hex_encode(v->vi.salt, v->vi.salt_len, hex);
+	printf(", \"salt\": \"%s\", \"hash_offset\": %llu"
+	       ", \"data_blocks\": %llu, \"block_size\": %u"
+	       ", \"hash_blocks\": %llu, \"levels\": %u",
+	       hex, (unsigned long long)v->vi.hash_offset,
+	       (unsigned long long)v->vi.data_blocks, v->vi.block_size,
+	       (unsigned long long)v->vi.hash_blocks, v->vi.levels);
+	if (walked && v->root_ok)
+		printf(", \"blocks_checked\": %llu, \"bad_blocks\": %llu",
+		       (unsigned long long)rep->verity_blocks,
+		       (unsigned long long)rep->verity_bad_blocks);
+	printf("}");
+}
+
 static void print_json(const struct kiln_image *img, const char *image,
 		       const struct kiln_image_info *in,
 		       const struct kiln_fsck_report *rep, bool walked,
-		       int walk_err)
+		       int walk_err, const struct info_verity *verity)
 {
 	char uuid[37], when[48];
 	uint32_t algs = algorithms(in, rep, walked);
@@ -447,6 +523,8 @@ static void print_json(const struct kiln_image *img, const char *image,
 	}
 	printf("]");
 	print_devices_json(img, in);
+	if (verity)
+		print_verity_json(verity, rep, walked);
 	if (walked) {
 		printf(", \"walk\": {\"complete\": %s, \"problems\": %llu"
 		       ", \"directories\": %llu"
@@ -471,6 +549,28 @@ static void print_json(const struct kiln_image *img, const char *image,
 	printf("}\n");
 }
 
+/*
+ * Find the tree after *@img (opened without verity) and compare its root
+ * with the one given; when they match, reopen *@img through the tree so
+ * that the walk checks every block. 0, or 1 when the image cannot be
+ * reopened (reported).
+ */
+static int probe_verity(struct kiln_image **img, const char *image,
+			struct cli_log *lg, const struct cli_devices *devs,
+			const struct cli_verity *verity, struct info_verity *iv)
+{
+	struct kiln_image_opts o = { .struct_size = sizeof(o) };
+
+	cli_verity_apply(verity, &o);
+	iv->err = kiln_image_verity_probe(*img, &o, &iv->vi);
+	iv->root_ok = !iv->err && !memcmp(iv->vi.root, verity->root,
+					  sizeof(verity->root));
+	if (!iv->root_ok)
+		return 0;
+	kiln_image_close(*img);
+	return cli_open_image_verity(img, image, lg, devs, verity) ? 1 : 0;
+}
+
 int cmd_info(int argc, char **argv)
 {
 	struct kiln_fsck_opts fopts = {
@@ -480,6 +580,8 @@ int cmd_info(int argc, char **argv)
 	struct kiln_fsck_report rep;
 	struct kiln_image_info info;
 	struct cli_devices devs = { .count = 0 };
+	struct cli_verity verity = { 0 };
+	struct info_verity iv = { 0 };
 	struct kiln_image *img;
 	struct cli_log lg;
 	const char *arg, *image;
@@ -492,19 +594,17 @@ int cmd_info(int argc, char **argv)
 		case OPT_WALK: walk = true; break;
 		case OPT_NO_WALK: walk = false; break;
 		case OPT_KERNELS: kernels = true; break;
-		case CLI_OPT_DEVICE:
-			if (cli_add_device(&info_spec, &devs, arg))
-				return 2;
-			break;
 		default:
-			if (cli_is_remote_option(c) &&
-			    cli_remote_option(&info_spec, &devs, c, arg))
+			if (cli_image_option(&info_spec, &devs, &verity, c,
+					     arg))
 				return 2;
 			break;
 		}
 	}
 	if (c != CLI_OPT_END)
 		return cli_opt_exit(c);
+	if (cli_verity_check(&info_spec, &verity))
+		return 2;
 	if (kernels) {
 		if (argc != optind)
 			return cli_usage_error(&info_spec,
@@ -520,15 +620,22 @@ int cmd_info(int argc, char **argv)
 	if (cli_open_image(&img, image, &lg, &devs))
 		return 1;
 	kiln_image_get_info(img, &info);
+	if (verity.on && probe_verity(&img, image, &lg, &devs, &verity, &iv))
+		return 1;
 	memset(&rep, 0, sizeof(rep));
 	if (walk)
 		walk_err = kiln_fsck(img, &fopts, &rep);
 	if (json)
-		print_json(img, image, &info, &rep, walk, walk_err);
+		print_json(img, image, &info, &rep, walk, walk_err,
+			   verity.on ? &iv : NULL);
 	else
-		print_text(img, image, &info, &rep, walk, walk_err);
+		print_text(img, image, &info, &rep, walk, walk_err,
+			   verity.on ? &iv : NULL);
 	kiln_image_close(img);
 	if (walk_err)
 		cli_error(image, "walking the image: %s", kiln_strerror(walk_err));
-	return walk_err ? 1 : 0;
+	if (verity.on && !iv.err && !iv.root_ok)
+		cli_error(image, "dm-verity: the tree does not hash to the "
+			  "root hash given");
+	return walk_err || (verity.on && !iv.root_ok) ? 1 : 0;
 }

@@ -33,16 +33,21 @@ static const struct cli_option ls_options[] = {
 	{ "directory", 'd', NULL, "show a directory itself, not its "
 				  "contents" },
 	{ "inode", 'i', NULL, "show each entry's nid" },
+	CLI_VERITY_OPTIONS,
 	CLI_DEVICE_OPTION,
 	CLI_REMOTE_OPTIONS,
 };
 
 static const struct cli_spec ls_spec = {
 	.cmd = "ls",
-	.usage = "[-l] [-a] [-R] [-n] [-d] [-i] [--device PATH]... IMAGE "
-		 "[PATH]",
+	.usage = "[-l] [-a] [-R] [-n] [-d] [-i] [--device PATH]... "
+		 "[--verity ROOT_HASH] IMAGE [PATH]",
 	.summary = "List directory PATH (default /) of IMAGE, or show PATH "
-		   "itself if it is not a directory.",
+		   "itself if it is not a directory.\n"
+		   "With --verity, every metadata block is checked against "
+		   "the dm-verity root\nhash before use: a directory or inode "
+		   "on a bad block is an error naming it,\nand the exit "
+		   "status is 1.",
 	.opts = ls_options,
 	.nr_opts = sizeof(ls_options) / sizeof(ls_options[0]),
 };
@@ -375,17 +380,25 @@ static int list_tree(struct ls *ls, const char *path, kiln_nid_t nid)
 			struct ls_entry *e = &l.ents[i];
 			struct kiln_stat st;
 			char *sub;
-			int added;
+			int added, serr = 0;
 
 			if (is_dot_or_dotdot(e->name) || !shown(ls, e->name))
 				continue;
 			if (e->have_stat)
 				st = e->st;
-			else if (kiln_stat_nid(ls->img, e->nid, &st))
-				continue;
-			if (!S_ISDIR(st.mode))
-				continue;
+			else
+				serr = kiln_stat_nid(ls->img, e->nid, &st);
 			sub = join(cur, e->name);
+			if (serr) {
+				/* an entry that cannot be read is not skipped */
+				cli_error(ls->image, "%s: %s", sub ? sub : e->name,
+					  kiln_strerror(serr));
+				ls->status = 1;
+			}
+			if (serr || !S_ISDIR(st.mode)) {
+				free(sub);
+				continue;
+			}
 			added = sub ? kiln_u64map_insert(&ls->seen, e->nid, NULL)
 				    : -ENOMEM;
 			if (added == 0) {
@@ -430,6 +443,7 @@ int cmd_ls(int argc, char **argv)
 {
 	struct ls ls = { .status = 0 };
 	struct cli_devices devs = { .count = 0 };
+	struct cli_verity verity = { 0 };
 	struct kiln_image *img;
 	struct cli_log lg;
 	struct kiln_stat st;
@@ -445,26 +459,23 @@ int cmd_ls(int argc, char **argv)
 		case 'n': ls.flags |= LS_NUMERIC | LS_LONG; break;
 		case 'd': ls.flags |= LS_DIRECTORY; break;
 		case 'i': ls.flags |= LS_INODE; break;
-		case CLI_OPT_DEVICE:
-			if (cli_add_device(&ls_spec, &devs, arg))
-				return 2;
-			break;
 		default:
-			if (cli_is_remote_option(c) &&
-			    cli_remote_option(&ls_spec, &devs, c, arg))
+			if (cli_image_option(&ls_spec, &devs, &verity, c, arg))
 				return 2;
 			break;
 		}
 	}
 	if (c != CLI_OPT_END)
 		return cli_opt_exit(c);
+	if (cli_verity_check(&ls_spec, &verity))
+		return 2;
 	if (argc - optind < 1 || argc - optind > 2)
 		return cli_usage_error(&ls_spec, "expected IMAGE [PATH]");
 	image = argv[optind];
 	path = argc - optind == 2 ? argv[optind + 1] : "/";
 
 	cli_log_init(&lg, image, KILN_LOG_WARN);
-	if (cli_open_image(&img, image, &lg, &devs))
+	if (cli_open_image_verity(&img, image, &lg, &devs, &verity))
 		return 1;
 	ls.img = img;
 	ls.image = image;

@@ -32,6 +32,7 @@ struct mount_opts {
 	unsigned int threads;		/* 0: libfuse's default */
 	unsigned int readahead_kb;	/* 0: the kernel's default */
 	bool no_splice;
+	bool no_store;			/* -o nostore */
 	int image_fd;			/* the image's descriptor, ours */
 	char mnt_path[PATH_MAX];	/* absolute mount point */
 	bool user_fsname;		/* -o fsname= given */
@@ -71,12 +72,17 @@ static void mount_o_help(void)
 "  readahead=KIB              kernel readahead window of the mount, KiB\n"
 "                             (default %u; 0 keeps the kernel's; root only)\n"
 "  nosplice                   copy raw file data instead of splicing it\n"
+"  nostore                    hand the kernel only the bytes a read asks for\n"
+"                             (by default a small read of a compressed file\n"
+"                             decodes its whole extent and the kernel's page\n"
+"                             cache gets every page of it)\n"
 "  allow_other                let other users see the mount\n"
 "  other FUSE mount options (allow_root, auto_unmount, fsname=...) are\n"
 "  passed to libfuse\n"
 "\nUnmount with 'kiln umount MOUNTPOINT', or send SIGTERM or SIGINT.\n"
-"SIGUSR1 logs the counters of a remote image (bytes fetched, requests,\n"
-"retries, hits, misses, failed reads).\n",
+"SIGUSR1 logs the read and page cache store counters, and a remote\n"
+"image's (bytes fetched, requests, retries, hits, misses, failed reads)\n"
+"(stderr with -f, else syslog).\n",
 	       KILN_FUSE_READAHEAD_KB);
 }
 
@@ -153,6 +159,13 @@ static int o_readahead(struct mount_opts *o, const char *val)
 	return 0;
 }
 
+static int o_nostore(struct mount_opts *o, const char *val)
+{
+	(void)val;
+	o->no_store = true;
+	return 0;
+}
+
 static int o_nosplice(struct mount_opts *o, const char *val)
 {
 	(void)val;
@@ -172,6 +185,7 @@ static const struct mount_o_opt {
 	{ "threads", true,  o_threads },
 	{ "readahead", true, o_readahead },
 	{ "nosplice", false, o_nosplice },
+	{ "nostore", false, o_nostore },
 };
 
 static int apply_o_one(struct mount_opts *o, char *opt)
@@ -256,11 +270,8 @@ static int parse_args(struct mount_opts *o, int argc, char **argv)
 			break;
 		}
 	}
-	if ((o->verity.has_salt || o->verity.hash_offset) && !o->verity.on) {
-		cli_usage_error(&mount_spec, "--verity-salt and "
-				"--verity-hash-offset need --verity");
+	if (cli_verity_check(&mount_spec, &o->verity))
 		return -1;
-	}
 	if (argc - optind != 2) {
 		cli_usage_error(&mount_spec, "expected IMAGE and MOUNTPOINT");
 		return -1;
@@ -338,6 +349,7 @@ static int open_image(struct mount_opts *o, struct kiln_fuse_fs *fs)
 	/* the descriptor lives as long as the image: splice reads from it */
 	o->image_fd = fd;
 	fs->image_fd = o->no_splice ? -1 : fd;
+	fs->remote = kiln_is_url(o->image);
 	fs->mnt_path = o->mnt_path;
 	fs->readahead_kb = o->readahead_kb;
 	return 0;
@@ -364,57 +376,49 @@ static int serve(struct fuse_session *se, const struct mount_opts *o)
 	return res;
 }
 
-/* SIGUSR1: the remote image's counters into the mount's log. */
-struct stats_thread {
-	pthread_t tid;
+/*
+ * SIGUSR1 logs the counters: blocked in every thread (the request and
+ * store threads inherit the mask), taken by one thread with sigwait().
+ * It ends on a SIGUSR1 of our own once told to quit.
+ */
+struct stats_ctl {
 	struct kiln_fuse_fs *fs;
-	atomic_bool stop;
-	bool running;
+	atomic_bool quit;
+	pthread_t thread;
 };
 
-static void *stats_loop(void *arg)
+static void *stats_thread(void *arg)
 {
-	struct stats_thread *t = arg;
-	struct kiln_remote_stats st;
+	struct stats_ctl *sc = arg;
 	sigset_t set;
 	int sig;
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
-	while (!sigwait(&set, &sig) && !atomic_load(&t->stop)) {
-		kiln_image_remote_stats(t->fs->img, &st);
-		kiln_fuse_log(t->fs, LOG_INFO,
-			      "remote: %llu bytes fetched, %llu requests, %llu retries, %llu hits, %llu misses, %llu failed reads",
-			      (unsigned long long)st.bytes_fetched,
-			      (unsigned long long)st.requests,
-			      (unsigned long long)st.retries,
-			      (unsigned long long)st.hits,
-			      (unsigned long long)st.misses,
-			      (unsigned long long)st.failures);
-	}
+	while (!atomic_load(&sc->quit))
+		if (!sigwait(&set, &sig) && !atomic_load(&sc->quit))
+			kiln_fuse_log_stats(sc->fs);
 	return NULL;
 }
 
-/* Block SIGUSR1 here (the request threads inherit it) and wait for it. */
-static void stats_start(struct stats_thread *t, struct kiln_fuse_fs *fs)
+static int stats_start(struct stats_ctl *sc, struct kiln_fuse_fs *fs)
 {
 	sigset_t set;
 
-	t->fs = fs;
-	atomic_init(&t->stop, false);
+	sc->fs = fs;
+	atomic_init(&sc->quit, false);
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	t->running = !pthread_create(&t->tid, NULL, stats_loop, t);
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL))
+		return -1;
+	return pthread_create(&sc->thread, NULL, stats_thread, sc) ? -1 : 0;
 }
 
-static void stats_stop(struct stats_thread *t)
+static void stats_stop(struct stats_ctl *sc)
 {
-	if (!t->running)
-		return;
-	atomic_store(&t->stop, true);
-	pthread_kill(t->tid, SIGUSR1);
-	pthread_join(t->tid, NULL);
+	atomic_store(&sc->quit, true);
+	pthread_kill(sc->thread, SIGUSR1);
+	pthread_join(sc->thread, NULL);
 }
 
 /* 1. open the image, 2. mount, 3. detach, 4. serve, 5. unmount. */
@@ -422,8 +426,9 @@ static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 {
 	char *fargv[] = { "kiln", "-o", o->fuse_o, "-d", NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, fargv);
-	struct stats_thread stats = { .running = false };
 	struct fuse_session *se;
+	struct stats_ctl stats;
+	bool stats_on = false;
 	int res, ret = 1;
 
 	if (open_image(o, fs))
@@ -443,10 +448,19 @@ static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 		openlog("kiln", LOG_PID, LOG_DAEMON);
 		atomic_store(&fs->to_syslog, true);
 	}
+	/* after the fork of fuse_daemonize(): threads do not survive it */
+	stats_on = !stats_start(&stats, fs);
+	res = o->no_store ? 0 : kiln_fuse_store_start(fs, se);
+	if (res)
+		kiln_fuse_log(fs, LOG_WARNING, "page cache stores off: %s",
+			      strerror(-res));
 	atomic_store(&fs->serving, true);
-	stats_start(&stats, fs);
 	res = serve(se, o);
-	stats_stop(&stats);
+	kiln_fuse_store_stop(fs);
+	if (stats_on)
+		stats_stop(&stats);
+	if (o->debug)
+		kiln_fuse_log_stats(fs);
 	/* A signal ends the loop with its number: that is a clean stop. */
 	ret = (res == 0 || res == SIGTERM || res == SIGINT || res == SIGHUP) ? 0 : 1;
 	if (ret)

@@ -92,6 +92,31 @@ void kiln_fuse_log(struct kiln_fuse_fs *fs, int priority, const char *fmt, ...)
 		free(msg);
 }
 
+void kiln_fuse_log_stats(struct kiln_fuse_fs *fs)
+{
+	kiln_fuse_log(fs, LOG_INFO, "stats: %llu reads; page cache stores: "
+		      "%llu extents decoded whole, %llu bytes stored, "
+		      "%llu refused, %llu reads with no free slot",
+		      (unsigned long long)atomic_load(&fs->reads),
+		      (unsigned long long)atomic_load(&fs->store_extents),
+		      (unsigned long long)atomic_load(&fs->store_bytes),
+		      (unsigned long long)atomic_load(&fs->store_failed),
+		      (unsigned long long)atomic_load(&fs->store_busy));
+	if (fs->remote) {
+		struct kiln_remote_stats st;
+
+		kiln_image_remote_stats(fs->img, &st);
+		kiln_fuse_log(fs, LOG_INFO,
+			      "remote: %llu bytes fetched, %llu requests, %llu retries, %llu hits, %llu misses, %llu failed reads",
+			      (unsigned long long)st.bytes_fetched,
+			      (unsigned long long)st.requests,
+			      (unsigned long long)st.retries,
+			      (unsigned long long)st.hits,
+			      (unsigned long long)st.misses,
+			      (unsigned long long)st.failures);
+	}
+}
+
 void kiln_fuse_lib_log(void *ctx, enum kiln_log_level level, const char *msg)
 {
 	struct kiln_fuse_fs *fs = ctx;
@@ -100,10 +125,13 @@ void kiln_fuse_lib_log(void *ctx, enum kiln_log_level level, const char *msg)
 	 * While the image opens, the library's errors say why it cannot be
 	 * mounted. Once serving, the request handler logs one line naming the
 	 * request and the nid for each failure; the library's detail is kept
-	 * for -d, so one bad block costs one line per failed request.
+	 * for -d, so one bad block costs one line per failed request. A
+	 * remote image's errors are kept: they name the network's causes
+	 * (a timeout, a refusal, the image replaced on the server).
 	 */
 	if (atomic_load_explicit(&fs->serving, memory_order_relaxed) ?
-	    !fs->debug : level != KILN_LOG_ERROR)
+	    !fs->debug && !(fs->remote && level == KILN_LOG_ERROR) :
+	    level != KILN_LOG_ERROR)
 		return;
 	log_line(fs, level == KILN_LOG_ERROR ? LOG_ERR : LOG_DEBUG, msg);
 }
@@ -163,8 +191,7 @@ static void buf_free(void *p)
 	free(p);
 }
 
-/* A buffer of at least @len bytes, owned by this thread; NULL: no memory. */
-static char *thread_buf(struct kiln_fuse_fs *fs, size_t len)
+char *kiln_fuse_thread_buf(struct kiln_fuse_fs *fs, size_t len)
 {
 	struct kiln_fuse_buf *b = pthread_getspecific(fs->buf_key);
 	size_t cap;
@@ -191,6 +218,11 @@ int kiln_fuse_fs_init(struct kiln_fuse_fs *fs, const char *image_name,
 	atomic_init(&fs->errors_logged, 0);
 	atomic_init(&fs->no_open, false);
 	atomic_init(&fs->no_opendir, false);
+	atomic_init(&fs->reads, 0);
+	atomic_init(&fs->store_extents, 0);
+	atomic_init(&fs->store_bytes, 0);
+	atomic_init(&fs->store_busy, 0);
+	atomic_init(&fs->store_failed, 0);
 	fs->image_fd = -1;
 	pthread_mutex_init(&fs->files_lock, NULL);
 	return -pthread_key_create(&fs->buf_key, buf_free);
@@ -324,16 +356,16 @@ static int find_mount_dev(const struct kiln_fuse_fs *fs, char *dev,
  */
 static void set_readahead(struct kiln_fuse_fs *fs)
 {
-	char dev[32], path[96];
+	char path[96];
 	FILE *f;
 
-	if (!fs->readahead_kb || !fs->mnt_path ||
-	    find_mount_dev(fs, dev, sizeof(dev))) {
+	if (!fs->readahead_kb || !fs->mnt_dev[0]) {
 		if (fs->debug && fs->readahead_kb)
 			kiln_fuse_log(fs, LOG_DEBUG, "readahead: mount not found");
 		return;
 	}
-	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb",
+		 fs->mnt_dev);
 	f = fopen(path, "we");
 	if (f) {
 		fprintf(f, "%u\n", fs->readahead_kb);
@@ -410,6 +442,9 @@ static void kf_init(void *userdata, struct fuse_conn_info *conn)
 	 * The kernel keeps the smaller of the bdi's window and this one, so
 	 * raise both: this before the reply, the bdi now.
 	 */
+	if (!fs->mnt_path ||
+	    find_mount_dev(fs, fs->mnt_dev, sizeof(fs->mnt_dev)))
+		fs->mnt_dev[0] = '\0';
 	if (fs->readahead_kb) {
 		conn->max_readahead = fs->readahead_kb * 1024u;
 		set_readahead(fs);
@@ -487,7 +522,7 @@ static void kf_readlink(fuse_req_t req, fuse_ino_t ino)
 
 	/* Targets are short; the stored size says how long a long one is. */
 	for (int tries = 0; tries < 2; tries++) {
-		buf = thread_buf(fs, cap);
+		buf = kiln_fuse_thread_buf(fs, cap);
 		if (!buf) {
 			fuse_reply_err(req, ENOMEM);
 			return;
@@ -670,6 +705,7 @@ static void kf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int err = 0;
 
 	(void)fi;
+	atomic_fetch_add_explicit(&fs->reads, 1, memory_order_relaxed);
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
@@ -677,6 +713,16 @@ static void kf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	file = files_take(fs, nid, &err);
 	if (!file) {
 		reply_lib_err(req, "read", nid, err);
+		return;
+	}
+	/*
+	 * A small read of a compressed file decodes its whole extent: the
+	 * kernel gets the other pages too (a larger read comes from
+	 * readahead, which asks for the neighbours itself).
+	 */
+	if (fs->store && size <= KILN_FUSE_STORE_READ &&
+	    kiln_fuse_store_read(req, fs, file, ino, size, (uint64_t)off)) {
+		files_give(fs, nid, file);
 		return;
 	}
 	if (fs->splice && size >= SPLICE_MIN) {
@@ -688,7 +734,7 @@ static void kf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			return;
 		}
 	}
-	buf = thread_buf(fs, size);
+	buf = kiln_fuse_thread_buf(fs, size);
 	if (!buf) {
 		files_give(fs, nid, file);
 		fuse_reply_err(req, ENOMEM);
@@ -851,7 +897,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	df.buf = thread_buf(fs, size);
+	df.buf = kiln_fuse_thread_buf(fs, size);
 	if (!df.buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -922,7 +968,7 @@ static void kf_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 {
 	struct kiln_fuse_fs *fs = req_fs(req);
 	kiln_nid_t nid = ino_to_nid(fs, ino);
-	char *buf = size ? thread_buf(fs, size) : NULL;
+	char *buf = size ? kiln_fuse_thread_buf(fs, size) : NULL;
 
 	if (size && !buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -946,7 +992,7 @@ static void kf_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	struct kiln_fuse_fs *fs = req_fs(req);
 	kiln_nid_t nid = ino_to_nid(fs, ino);
 	ssize_t n = kiln_listxattr(fs->img, nid, NULL, 0);
-	char *buf = n > 0 ? thread_buf(fs, (size_t)n) : NULL;
+	char *buf = n > 0 ? kiln_fuse_thread_buf(fs, (size_t)n) : NULL;
 
 	if (n > 0 && !buf) {
 		fuse_reply_err(req, ENOMEM);

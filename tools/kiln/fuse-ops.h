@@ -38,6 +38,23 @@
 /* Default readahead window of the mount, KiB: one request of max_pages. */
 #define KILN_FUSE_READAHEAD_KB 1024u
 
+/*
+ * Page cache stores (fuse-store.c): a read of at most STORE_READ bytes of
+ * a compressed file decodes its whole extent (at most STORE_MAX bytes)
+ * and hands the kernel the pages it did not ask for. At most STORE_SLOTS
+ * extents are decoded or on their way at once, in buffers of STORE_BUF
+ * bytes, or more for a longer extent (classic-layout pclusters of 128
+ * KiB of C source decode to 300 KiB ... 3 MiB), all of them together at
+ * most STORE_BUDGET bytes.
+ */
+#define KILN_FUSE_STORE_READ (128u * 1024u)
+#define KILN_FUSE_STORE_MAX (16u * 1024u * 1024u)
+#define KILN_FUSE_STORE_BUF (1024u * 1024u)
+#define KILN_FUSE_STORE_BUDGET (32u * 1024u * 1024u)
+#define KILN_FUSE_STORE_SLOTS 16
+
+struct kiln_fuse_store;
+
 struct kiln_fuse_idle {
 	kiln_nid_t nid;
 	struct kiln_file *file;		/* NULL: free slot */
@@ -49,6 +66,7 @@ struct kiln_fuse_fs {
 	kiln_nid_t root_nid;
 	const char *image_name;	/* for log lines */
 	bool debug;		/* also pass the library's own log lines on */
+	bool remote;		/* a URL: the library's errors name network causes */
 	atomic_bool to_syslog;	/* set once the daemon has left the terminal */
 	atomic_bool serving;	/* the image is open and mounted */
 	atomic_uint errors_logged;
@@ -59,6 +77,13 @@ struct kiln_fuse_fs {
 	unsigned int readahead_kb;	/* 0: keep the kernel's window */
 	atomic_bool no_open;	/* the kernel reads without FUSE_OPEN */
 	atomic_bool no_opendir;	/* ... and lists without FUSE_OPENDIR */
+	char mnt_dev[32];	/* "major:minor" of the mount, "" if unknown */
+	struct kiln_fuse_store *store;	/* NULL: not started */
+	atomic_ullong reads;		/* read requests */
+	atomic_ullong store_extents;	/* extents decoded whole for a read */
+	atomic_ullong store_bytes;	/* bytes the kernel took */
+	atomic_ullong store_busy;	/* reads with every slot in flight */
+	atomic_ullong store_failed;	/* stores the kernel refused */
 	pthread_mutex_t files_lock;
 	uint64_t files_clock;
 	struct kiln_fuse_idle idle[KILN_FUSE_IDLE_FILES];
@@ -75,6 +100,29 @@ void kiln_fuse_fs_attach(struct kiln_fuse_fs *fs, struct kiln_image *img);
 void kiln_fuse_fs_detach(struct kiln_fuse_fs *fs);
 /* Release what init allocated; the image stays the caller's. */
 void kiln_fuse_fs_release(struct kiln_fuse_fs *fs);
+
+/* A buffer of at least @len bytes owned by the calling thread, or NULL. */
+char *kiln_fuse_thread_buf(struct kiln_fuse_fs *fs, size_t len);
+
+/*
+ * Page cache stores: start the store thread for session @se (0 or a
+ * negative errno), stop it once the request loop has ended.
+ */
+int kiln_fuse_store_start(struct kiln_fuse_fs *fs, struct fuse_session *se);
+void kiln_fuse_store_stop(struct kiln_fuse_fs *fs);
+/*
+ * Answer read @req of @size bytes at @off of @file (inode @ino) from the
+ * whole extent holding @off, then queue the extent's other pages for the
+ * kernel. Returns 1 when it replied, 0 when the read must be served the
+ * usual way (not compressed, no free slot, any error). Never blocks on
+ * the kernel's page cache.
+ */
+int kiln_fuse_store_read(fuse_req_t req, struct kiln_fuse_fs *fs,
+			 struct kiln_file *file, fuse_ino_t ino, size_t size,
+			 uint64_t off);
+
+/* One line with the read and store counters (SIGUSR1, and -d at exit). */
+void kiln_fuse_log_stats(struct kiln_fuse_fs *fs);
 
 /* Library log callback for struct kiln_image_opts (ctx: the kiln_fuse_fs). */
 void kiln_fuse_lib_log(void *ctx, enum kiln_log_level level, const char *msg);

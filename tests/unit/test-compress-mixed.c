@@ -15,25 +15,11 @@
 #include "builder/compress/internal.h"
 #include "format/erofs_fs.h"
 #include "util/checked.h"
+#include "memsrc.h"
 #include "tap.h"
 
 #define KIB	1024u
 #define MIB	(1024u * 1024)
-
-struct memsrc {
-	const uint8_t *data;
-	uint64_t size;
-};
-
-static int mem_read(void *ctx, void *buf, size_t len, uint64_t off)
-{
-	const struct memsrc *m = ctx;
-
-	if (off > m->size || len > m->size - off)
-		return -EIO;
-	memcpy(buf, m->data + off, len);
-	return 0;
-}
 
 /* A run of the test data: random bytes or text. */
 struct run {

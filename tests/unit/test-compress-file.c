@@ -19,22 +19,8 @@
 #include "format/erofs_fs.h"
 #include "util/endian.h"
 #include "util/checked.h"
+#include "memsrc.h"
 #include "tap.h"
-
-struct memsrc {
-	const uint8_t *data;
-	uint64_t size;
-};
-
-static int mem_read(void *ctx, void *buf, size_t len, uint64_t off)
-{
-	const struct memsrc *m = ctx;
-
-	if (off > m->size || len > m->size - off)
-		return -EIO;
-	memcpy(buf, m->data + off, len);
-	return 0;
-}
 
 /* Deterministic test data: text-like, random and zero runs. */
 static uint8_t *make_data(size_t len, unsigned int kind, uint32_t seed)
@@ -85,7 +71,7 @@ static int img_open(struct img *im, enum kiln_codec_id codec,
 	o.pcluster_size = pcluster;
 	o.compress_flags = flags;
 	im->bits = bits;
-	snprintf(im->path, sizeof(im->path), "/tmp/test-zfile-%d.img",
+	snprintf(im->path, sizeof(im->path), "/tmp/test-compress-file-%d.img",
 		 (int)getpid());
 	err = kiln_zctx_new(&o, bits, &im->lg, &im->zc);
 	if (err)

@@ -21,7 +21,7 @@ struct fixture {
 
 static int fixture_open(struct fixture *f)
 {
-	snprintf(f->path, sizeof(f->path), "/tmp/test-zdedupe-%d.img",
+	snprintf(f->path, sizeof(f->path), "/tmp/test-compress-dedupe-%d.img",
 		 (int)getpid());
 	if (kiln_zdedupe_new(&f->dd))
 		return -1;

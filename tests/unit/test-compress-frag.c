@@ -18,6 +18,7 @@
 #include "builder/compress/frag.h"
 #include "builder/compress/internal.h"
 #include "builder/output.h"
+#include "memsrc.h"
 #include "tap.h"
 
 static void fill(uint8_t *p, size_t n, uint32_t seed)
@@ -189,21 +190,6 @@ TEST(stored_bytes_read_back_while_the_writer_appends_and_spills)
 }
 
 /* ---- compressed files hand their tails over ---- */
-
-struct memsrc {
-	const uint8_t *data;
-	uint64_t size;
-};
-
-static int mem_read(void *ctx, void *buf, size_t len, uint64_t off)
-{
-	const struct memsrc *m = ctx;
-
-	if (off > m->size || len > m->size - off)
-		return -EIO;
-	memcpy(buf, m->data + off, len);
-	return 0;
-}
 
 static uint8_t *text(size_t n, uint32_t seed)
 {
