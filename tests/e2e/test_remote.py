@@ -663,3 +663,49 @@ def test_prefetch_all_survives_the_server_going_away(kiln, images, srcfs,
             p.kill()
             p.wait()
         n.stop()
+
+
+def test_mount_read_fails_within_the_timeout_when_the_server_stops(
+        kiln, images, tmp_path_factory, tmp_path):
+    """A FUSE reader gets EIO within --timeout, and the log names why."""
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    tree, www = images
+    n = Nginx(tmp_path_factory.mktemp("nginx-stop"), www)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    p = subprocess.Popen([str(kiln.path), "mount", "-f", "--no-cache",
+                          "--timeout", "3", "--stall-timeout", "1",
+                          "--retries", "2", n.url("big.erofs"), str(mnt)],
+                         stderr=subprocess.PIPE, text=True)
+    pids = []
+    try:
+        for _ in range(100):
+            if os.path.ismount(mnt):
+                break
+            if p.poll() is not None:
+                pytest.fail(f"kiln mount exited: {p.stderr.read()}")
+            time.sleep(0.1)
+        assert sorted(os.listdir(mnt)) == ["random.bin", "text.txt"]
+        pids = n.pids()
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        r = subprocess.run(["dd", f"if={mnt}/random.bin", "of=/dev/null",
+                            "bs=1M"], capture_output=True, text=True,
+                           timeout=60)
+        took = time.monotonic() - t0
+        assert r.returncode != 0, r.stderr
+        assert "Input/output error" in r.stderr, r.stderr
+        assert took < 20, took
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+        try:
+            err = p.communicate(timeout=20)[1]
+        except subprocess.TimeoutExpired:
+            p.kill()
+            err = p.communicate()[1]
+        n.stop()
+    assert "no answer within" in err or "giving up" in err, err
