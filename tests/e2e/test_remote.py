@@ -709,3 +709,26 @@ def test_mount_read_fails_within_the_timeout_when_the_server_stops(
             err = p.communicate()[1]
         n.stop()
     assert "no answer within" in err or "giving up" in err, err
+
+
+def test_replaced_file_on_nginx_is_never_mixed_with_the_cache(
+        kiln, images, nginx, tmp_path):
+    """The object behind a URL replaced between two runs on one cache:
+    the second run reads the new one, nothing of the old."""
+    tree, www = images
+    cache = tmp_path / "cache"
+    target = www / "swapped.erofs"
+    shutil.copyfile(www / "zstd.erofs", target)
+    try:
+        url = nginx.url("swapped.erofs")
+        kiln.ok("fsck", "--cache-dir", str(cache), url)
+        time.sleep(1.1)		# a new mtime: nginx's ETag changes
+        shutil.copyfile(www / "big.erofs", target)
+        a = kiln.ok("ls", "-R", "-l", str(www / "big.erofs"))
+        b = kiln.ok("ls", "-R", "-l", "--cache-dir", str(cache), url)
+        assert a.out == b.out
+        kiln.ok("fsck", "--cache-dir", str(cache), url)
+        r = kiln.ok("cache", "--cache-dir", str(cache), "verify")
+        assert " 0 bad" in r.text
+    finally:
+        target.unlink()
