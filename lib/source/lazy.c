@@ -289,6 +289,17 @@ int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len)
 		while (v < last && v - u + 1 < max_units &&
 		       atomic_load(&lz->state[v + 1]) == ABSENT)
 			v++;
+		/*
+		 * Read in order (the unit before is here): fetch ahead, so a
+		 * sequential reader pays one round trip per window, not per
+		 * unit. Only absent units are claimed, never past the end.
+		 */
+		if (v == last && u && atomic_load(&lz->state[u - 1]) == PRESENT)
+			while (v + 1 < lz->units &&
+			       ((v + 2 - u) << lz->unit_bits) <=
+			       KILN_LAZY_READAHEAD &&
+			       atomic_load(&lz->state[v + 1]) == ABSENT)
+				v++;
 		for (uint64_t k = u; k <= v; k++)
 			atomic_store(&lz->state[k], FETCHING);
 		pthread_mutex_unlock(&lz->lock);

@@ -82,11 +82,14 @@ void kiln_source_close(struct kiln_source *src);
  * of @unit bytes. kiln_lazy_ensure() makes a range present, loading the
  * missing units from @cache (may be NULL; the view owns it) or fetching
  * them (adjacent ones merged, at most KILN_LAZY_MAX_RUN bytes per
- * request) and keeping them in @cache; after it returns 0 the bytes at
+ * request; a miss just after present units reads ahead to
+ * KILN_LAZY_READAHEAD) and keeping them in @cache; after it returns 0 the bytes at
  * lazy->map + off stay valid and unchanged until kiln_lazy_close(), since
  * a unit, once present, is never dropped or rewritten while open.
  */
 #define KILN_LAZY_MAX_RUN	(8u << 20)
+/* a miss right after present units fetches up to this much in one run */
+#define KILN_LAZY_READAHEAD	(4u << 20)
 #define KILN_REMOTE_UNIT_MIN	(512u << 10)
 #define KILN_LAZY_MAX_SIZE	(1ull << 44)	/* bytes of a remote image */
 

@@ -143,6 +143,34 @@ TEST(adjacent_missing_units_are_one_request)
 	kiln_lazy_close(lz);
 }
 
+TEST(reading_in_order_reads_ahead)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+	uint64_t size = 40 * (uint64_t)UNIT;
+
+	fake_init(&f, size);
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	CHECK_EQ(kiln_lazy_ensure(lz, 0, 100), 0);
+	CHECK_EQ(f.last_len, UNIT);
+	/* the next unit, right after a present one: a whole window comes */
+	CHECK_EQ(kiln_lazy_ensure(lz, UNIT, 100), 0);
+	CHECK_EQ(f.last_off, UNIT);
+	CHECK_EQ(f.last_len, KILN_LAZY_READAHEAD);
+	CHECK_EQ(atomic_load(&f.calls), 2);
+	/* everything in the window is served without a request */
+	CHECK_EQ(kiln_lazy_ensure(lz, UNIT, KILN_LAZY_READAHEAD), 0);
+	CHECK_EQ(atomic_load(&f.calls), 2);
+	/* a random miss far away fetches only its own unit */
+	CHECK_EQ(kiln_lazy_ensure(lz, 30 * (uint64_t)UNIT + 5, 10), 0);
+	CHECK_EQ(f.last_len, UNIT);
+	CHECK(bytes_ok(kiln_lazy_map(lz), 0, UNIT + KILN_LAZY_READAHEAD));
+	kiln_lazy_close(lz);
+}
+
 TEST(a_run_is_bounded)
 {
 	struct fake f;
@@ -471,6 +499,7 @@ TEST(the_view_loads_from_the_cache_before_fetching)
 
 TAP_MAIN(TAP_ENTRY(a_unit_is_fetched_once),
 	 TAP_ENTRY(adjacent_missing_units_are_one_request),
+	 TAP_ENTRY(reading_in_order_reads_ahead),
 	 TAP_ENTRY(a_run_is_bounded),
 	 TAP_ENTRY(a_failed_fetch_leaves_nothing_behind),
 	 TAP_ENTRY(the_probe_head_is_kept),
