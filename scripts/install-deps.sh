@@ -11,7 +11,7 @@ libzstd-dev liblz4-dev libdeflate-dev liblzma-dev libfuse3-dev fuse3
 libarchive-dev libjansson-dev libxxhash-dev libisal-dev libselinux1-dev libssl-dev python3
 python3-pytest attr acl selinux-utils libarchive-tools cpio cryptsetup-bin
 erofs-utils squashfs-tools squashfuse fio zstd xz-utils bzip2 gzip
-util-linux kmod time bc umoci skopeo
+util-linux kmod time bc umoci skopeo libcurl4-openssl-dev nginx-light openssl
 man-db groff-base zsh shellcheck gnuplot-nox"
 
 missing=""

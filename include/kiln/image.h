@@ -13,6 +13,7 @@
 #define KILN_IMAGE_H
 
 #include <kiln/kiln.h>
+#include <kiln/remote.h>
 #include <kiln/verity.h>
 
 #ifdef __cplusplus
@@ -69,6 +70,12 @@ struct kiln_image_opts {
 	const uint8_t *verity_salt;
 	size_t verity_salt_len;
 	uint64_t verity_hash_offset;	/* bytes */
+	/*
+	 * For an http:// or https:// @path of kiln_image_open(): how to
+	 * reach it and where its fetched bytes go (NULL: the defaults).
+	 * Read errors of a remote image are -EIO, with the cause logged.
+	 */
+	const struct kiln_remote_opts *remote;
 };
 
 /*

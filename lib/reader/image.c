@@ -5,47 +5,22 @@
  */
 #include <fcntl.h>
 #include <isa-l/crc.h>
-#include <linux/fs.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "codec/codec.h"
 #include "reader/internal.h"
 #include "reader/verity.h"
+#include "source/cache.h"
 #include "util/checked.h"
 #include "util/endian.h"
 
 /* CRC32C state after the magic and a zeroed checksum field (notes 1.3). */
 #define SB_CRC_AFTER_FIELD	0x5045B54Au
 #define SB_CHECKSUM_END		8u	/* CRC starts after magic + checksum */
-
-static int image_size(struct kiln_image *img, int fd, uint64_t *size)
-{
-	struct stat st;
-
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (S_ISBLK(st.st_mode)) {
-		uint64_t bytes;
-
-		if (ioctl(fd, BLKGETSIZE64, &bytes) < 0)
-			return -errno;
-		*size = bytes;
-		return 0;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		kiln_log(&img->logger, KILN_LOG_ERROR,
-			 "image is neither a regular file nor a block device");
-		return -EINVAL;
-	}
-	*size = (uint64_t)st.st_size;
-	return 0;
-}
 
 static int check_checksum(struct kiln_image *img)
 {
@@ -315,6 +290,11 @@ static int read_super(struct kiln_image *img,
 	}
 	len = (size_t)KILN_MIN(img->size - EROFS_SUPER_OFFSET,
 			       4096u - EROFS_SUPER_OFFSET);
+	if (img->lazy) {
+		err = kiln_lazy_ensure(img->lazy, 0, EROFS_SUPER_OFFSET + len);
+		if (err)
+			return -EIO;
+	}
 	err = kiln_verity_check(img, 0, EROFS_SUPER_OFFSET + len, false);
 	if (err)
 		return err;
@@ -347,26 +327,23 @@ static int read_super(struct kiln_image *img,
 	return err;
 }
 
-static int image_map(struct kiln_image *img, int fd)
+/* Attach the source: its own mapping, or a lazy view of a remote one. */
+static int image_attach(struct kiln_image *img, struct kiln_source *src,
+			struct kiln_cache *cache, uint32_t unit)
 {
-	void *map;
 	int err;
 
-	err = image_size(img, fd, &img->size);
+	img->src = src;
+	img->size = src->size;
+	img->map_len = src->size;
+	if (src->map) {
+		img->map = src->map;
+		return 0;
+	}
+	err = kiln_lazy_open(&img->lazy, src, cache, unit);
 	if (err)
 		return err;
-	if (img->size == 0) {
-		kiln_log(&img->logger, KILN_LOG_ERROR,
-			 "image is empty (not an EROFS image)");
-		return -KILN_ENOTEROFS;
-	}
-	if (img->size > SIZE_MAX)
-		return -EFBIG;
-	map = mmap(NULL, (size_t)img->size, PROT_READ, MAP_SHARED, fd, 0);
-	if (map == MAP_FAILED)
-		return -errno;
-	img->map = map;
-	img->map_len = img->size;
+	img->map = kiln_lazy_map(img->lazy);
 	return 0;
 }
 
@@ -397,10 +374,36 @@ static struct kiln_image *image_new(const struct kiln_image_opts *opts)
 	return img;
 }
 
+static bool opts_have_verity(const struct kiln_image_opts *opts)
+{
+	return opts && opts->struct_size >=
+		       offsetof(struct kiln_image_opts, verity_root) +
+		       sizeof(opts->verity_root) && opts->verity_root;
+}
+
+/* Steps after the source is attached: verity, superblock, root. */
+static int image_finish(struct kiln_image *img,
+			const struct kiln_image_opts *opts)
+{
+	int err = 0;
+
+	if (opts) {
+		/* an older caller's struct is shorter: the rest stays zero */
+		struct kiln_image_opts o = { 0 };
+
+		memcpy(&o, opts, KILN_MIN(opts->struct_size, sizeof(o)));
+		err = kiln_verity_open(img, &o);
+	}
+	if (!err)
+		err = read_super(img, opts);
+	return err;
+}
+
 static int image_open(struct kiln_image **out, int fd, bool own_fd,
 		      const struct kiln_image_opts *opts)
 {
 	struct kiln_image *img = image_new(opts);
+	struct kiln_source *src;
 	int err;
 
 	*out = NULL;
@@ -411,16 +414,97 @@ static int image_open(struct kiln_image **out, int fd, bool own_fd,
 	}
 	if (own_fd)
 		img->fd = fd;
-	err = image_map(img, fd);
-	if (!err && opts) {
-		/* an older caller's struct is shorter: the rest stays zero */
-		struct kiln_image_opts o = { 0 };
-
-		memcpy(&o, opts, KILN_MIN(opts->struct_size, sizeof(o)));
-		err = kiln_verity_open(img, &o);
-	}
+	err = kiln_source_open_fd(&src, fd, &img->logger);
 	if (!err)
-		err = read_super(img, opts);
+		err = image_attach(img, src, NULL, 0);
+	if (!err)
+		err = image_finish(img, opts);
+	if (err) {
+		kiln_image_close(img);
+		return err;
+	}
+	*out = img;
+	return 0;
+}
+
+static const struct kiln_remote_opts *opts_remote(
+	const struct kiln_image_opts *opts)
+{
+	if (!opts || opts->struct_size < offsetof(struct kiln_image_opts,
+						  remote) +
+					 sizeof(opts->remote))
+		return NULL;
+	return opts->remote;
+}
+
+/* An http(s):// image: probe it, then read it through a lazy view. */
+static int image_open_url(struct kiln_image **out, const char *url,
+			  const struct kiln_image_opts *opts)
+{
+	const struct kiln_remote_opts *ro = opts_remote(opts);
+	size_t n = ro ? ro->struct_size : 0;
+	struct kiln_image *img = image_new(opts);
+	const char *dir = NULL;
+	struct kiln_source *src = NULL;
+	struct kiln_cache *cache = NULL;
+	uint32_t unit = KILN_REMOTE_UNIT_MIN;
+	unsigned int flags;
+	uint64_t cap = 0;
+	int err;
+
+	*out = NULL;
+	if (!img)
+		return -ENOMEM;
+	if (n >= offsetof(struct kiln_remote_opts, cache_dir) +
+		 sizeof(ro->cache_dir))
+		dir = ro->cache_dir;
+	if (n >= offsetof(struct kiln_remote_opts, fetch_size) +
+		 sizeof(ro->fetch_size) && ro->fetch_size) {
+		if (ro->fetch_size < KILN_REMOTE_UNIT_MIN ||
+		    (ro->fetch_size & (ro->fetch_size - 1)) ||
+		    ro->fetch_size > KILN_LAZY_MAX_RUN) {
+			kiln_log(&img->logger, KILN_LOG_ERROR,
+				 "fetch size %u: not a power of two in 512 KiB..8 MiB",
+				 ro->fetch_size);
+			kiln_image_close(img);
+			return -EINVAL;
+		}
+		unit = ro->fetch_size;
+	}
+	if (opts_have_verity(opts)) {
+		kiln_log(&img->logger, KILN_LOG_ERROR,
+			 "dm-verity checks of a remote image are not supported");
+		kiln_image_close(img);
+		return -EOPNOTSUPP;
+	}
+	if (n >= offsetof(struct kiln_remote_opts, cache_size) +
+		 sizeof(ro->cache_size))
+		cap = ro->cache_size;
+	flags = n >= offsetof(struct kiln_remote_opts, flags) +
+		     sizeof(ro->flags) ? ro->flags : 0;
+	/* the first unit holds the superblock: one request opens the image */
+	if (flags & KILN_REMOTE_OFFLINE)
+		err = kiln_source_open_offline(&src, url, dir, unit,
+					       &img->logger);
+	else
+		err = kiln_source_open_http(&src, url, ro, unit, &img->logger);
+	/* a cache that cannot be used is logged, and the image read without */
+	if (!err && !(flags & KILN_REMOTE_NO_CACHE) &&
+	    kiln_cache_open(&cache, dir, url, src->identity, unit, cap,
+			    &img->logger))
+		cache = NULL;
+	if (!err)
+		err = image_attach(img, src, cache, unit);
+	else
+		img->src = NULL;
+	if (!err)
+		err = image_finish(img, opts);
+	if (!err && (flags & KILN_REMOTE_PREFETCH_ALL) &&
+	    !(flags & KILN_REMOTE_OFFLINE))
+		err = kiln_prefetch_start(img, n >= offsetof(struct kiln_remote_opts,
+							    prefetch_rate) +
+						sizeof(ro->prefetch_rate) ?
+					  ro->prefetch_rate : 0);
 	if (err) {
 		kiln_image_close(img);
 		return err;
@@ -432,8 +516,11 @@ static int image_open(struct kiln_image **out, int fd, bool own_fd,
 KILN_API int kiln_image_open(struct kiln_image **out, const char *path,
 			     const struct kiln_image_opts *opts)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd;
 
+	if (kiln_is_url(path))
+		return image_open_url(out, path, opts);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		*out = NULL;
 		return -errno;
@@ -447,16 +534,33 @@ KILN_API int kiln_image_open_fd(struct kiln_image **out, int fd,
 	return image_open(out, fd, false, opts);
 }
 
+KILN_API void kiln_image_remote_stats(const struct kiln_image *img,
+				      struct kiln_remote_stats *st)
+{
+	const struct kiln_source_counters *c = &img->src->count;
+
+	memset(st, 0, sizeof(*st));
+	if (!img->lazy)
+		return;
+	st->bytes_fetched = atomic_load(&c->bytes_fetched);
+	st->requests = atomic_load(&c->requests);
+	st->retries = atomic_load(&c->retries);
+	st->hits = atomic_load(&c->hits);
+	st->misses = atomic_load(&c->misses);
+	st->failures = atomic_load(&c->failures);
+}
+
 KILN_API void kiln_image_close(struct kiln_image *img)
 {
 	if (!img)
 		return;
+	kiln_prefetch_stop(img);
 	kiln_mbx_close(img);
 	kiln_zimage_release(img);
 	kiln_verity_close(img);
 	kiln_devices_close(img);
-	if (img->map)
-		munmap((void *)(uintptr_t)img->map, (size_t)img->map_len);
+	kiln_lazy_close(img->lazy);
+	kiln_source_close(img->src);
 	if (img->fd >= 0)
 		close(img->fd);
 	free(img->xprefixes);

@@ -12,12 +12,21 @@
 #include <kiln/image.h>
 
 #include "format/decode.h"
+#include "source/source.h"
 #include "util/log.h"
 
 struct kiln_image {
 	struct kiln_logger logger;
 	int fd;			/* owned when opened by path, else -1 */
-	const uint8_t *map;	/* whole image, read-only mapping */
+	struct kiln_source *src;	/* where the bytes come from */
+	/* a remote image's fetched bytes (NULL for a local one) */
+	struct kiln_lazy *lazy;
+	struct kiln_prefetch *prefetch;	/* prefetch.c, NULL without */
+	/*
+	 * The whole image, read-only: the source's own mapping, or the lazy
+	 * view's, where only ranges kiln_metabuf_get() returned are present.
+	 */
+	const uint8_t *map;
 	uint64_t size;		/* bytes the reader may use (verity: its data) */
 	uint64_t map_len;	/* bytes mapped */
 	struct kiln_verity *verity;	/* verity.c, NULL without */
@@ -86,6 +95,14 @@ struct kiln_xattr_prefix {
  */
 int kiln_image_compr_cfg(const struct kiln_image *img, unsigned int alg,
 			 const void **payload, size_t *len);
+
+/*
+ * --prefetch=all (prefetch.c): start the background fetch of @img (a
+ * remote image) at @rate bytes a second (0: the default); stop it, which
+ * kiln_image_close() does first.
+ */
+int kiln_prefetch_start(struct kiln_image *img, uint64_t rate);
+void kiln_prefetch_stop(struct kiln_image *img);
 
 /* Corruption exits: logs function, line and message; yields -KILN_ECORRUPT. */
 #define KILN_CORRUPT(img, ...) \

@@ -14,6 +14,14 @@ static const void *get(const struct kiln_image *img, uint64_t off,
 		return kiln_mbx_get(img, off & ~KILN_MBX_BIT, len);
 	if (!kiln_range_ok(off, len, img->size))
 		return NULL;
+	/* a remote image: fetch what is missing (NULL and -EIO on failure) */
+	if (img->lazy) {
+		int err = kiln_lazy_ensure(img->lazy, off, len);
+
+		kiln_io_error_set(err);
+		if (err)
+			return NULL;
+	}
 	/* with dm-verity, every block is checked before its first use */
 	if (img->verity && kiln_verity_check(img, off, len, data))
 		return NULL;

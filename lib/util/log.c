@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* Formatting messages for the caller's log callback, and kiln_strerror(). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,14 @@ void kiln_log(const struct kiln_logger *lg, enum kiln_log_level level,
 	va_end(ap);
 }
 
+/* Set by kiln_io_error_set(): the next corruption exit is an I/O error. */
+static _Thread_local int io_error;
+
+void kiln_io_error_set(int err)
+{
+	io_error = err;
+}
+
 int kiln_corrupt(const struct kiln_logger *lg, const char *func, int line,
 		 const char *fmt, ...)
 {
@@ -68,6 +77,14 @@ int kiln_corrupt(const struct kiln_logger *lg, const char *func, int line,
 	va_start(ap, fmt);
 	msg = format_whole(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
+	if (io_error) {
+		/* the bytes could not be fetched: not the image's fault */
+		kiln_log(lg, KILN_LOG_ERROR, "I/O error: %s", msg);
+		io_error = 0;
+		if (msg != buf)
+			free(msg);
+		return -EIO;
+	}
 	/* the reader's source location is for debugging, not for users */
 	kiln_log(lg, KILN_LOG_ERROR, "corrupt image: %s", msg);
 	kiln_log(lg, KILN_LOG_DEBUG, "corrupt image: found by %s:%d", func,

@@ -27,6 +27,13 @@ void kiln_vlog(const struct kiln_logger *lg, enum kiln_log_level level,
 int kiln_corrupt(const struct kiln_logger *lg, const char *func, int line,
 		 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/*
+ * Mark that bytes the reader asked for could not be read (@err, 0: they
+ * could): the thread's next kiln_corrupt() then logs "I/O error: ..."
+ * and returns -EIO instead, since the image is not at fault.
+ */
+void kiln_io_error_set(int err);
+
 #define KILN_CORRUPT_LG(lg, ...) kiln_corrupt((lg), __func__, __LINE__, __VA_ARGS__)
 
 #endif

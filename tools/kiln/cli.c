@@ -275,6 +275,8 @@ int cli_image_option(const struct cli_spec *spec, struct cli_devices *devs,
 	case CLI_OPT_VERITY_HASH_OFFSET:
 		return cli_verity_option(spec, v, key, arg) ? 2 : 0;
 	}
+	if (cli_is_remote_option(key))
+		return cli_remote_option(spec, devs, key, arg) ? 2 : 0;
 	return 0;
 }
 
@@ -286,6 +288,138 @@ int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
 				       CLI_MAX_DEVICES);
 	devs->paths[devs->count++] = arg;
 	return 0;
+}
+
+static int parse_seconds(const struct cli_spec *spec, const char *name,
+			 const char *arg, unsigned int *ms)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (!*arg || *end || errno || !(v > 0) || v > 86400)
+		return cli_usage_error(spec, "--%s: '%s' is not a number of "
+				       "seconds in (0, 86400]", name, arg);
+	*ms = (unsigned int)(v * 1000 + 0.5);
+	if (!*ms)
+		*ms = 1;
+	return 0;
+}
+
+int cli_remote_option(const struct cli_spec *spec, struct cli_devices *devs,
+		      int key, const char *arg)
+{
+	struct cli_remote *r = &devs->remote;
+	struct kiln_remote_opts *o = &r->opts;
+	unsigned long long v;
+	char *end;
+
+	if (!o->struct_size)
+		kiln_remote_opts_init(o);
+	switch (key) {
+	case CLI_OPT_INSECURE:
+		o->flags |= KILN_REMOTE_INSECURE;
+		return 0;
+	case CLI_OPT_CA_FILE:
+		o->ca_file = arg;
+		return 0;
+	case CLI_OPT_MIRROR:
+		if (o->nr_mirrors == CLI_MAX_MIRRORS)
+			return cli_usage_error(spec, "at most %u --mirror options",
+					       CLI_MAX_MIRRORS);
+		if (!kiln_is_url(arg))
+			return cli_usage_error(spec, "--mirror: '%s' is not an "
+					       "http:// or https:// URL", arg);
+		r->mirrors[o->nr_mirrors++] = arg;
+		o->mirrors = r->mirrors;
+		return 0;
+	case CLI_OPT_CACHE_DIR:
+		o->cache_dir = arg;
+		return 0;
+	case CLI_OPT_CONNECT_TIMEOUT:
+		return parse_seconds(spec, "connect-timeout", arg,
+				     &o->connect_timeout_ms);
+	case CLI_OPT_STALL_TIMEOUT:
+		return parse_seconds(spec, "stall-timeout", arg,
+				     &o->stall_timeout_ms);
+	case CLI_OPT_TIMEOUT:
+		return parse_seconds(spec, "timeout", arg,
+				     &o->read_timeout_ms);
+	case CLI_OPT_RETRIES:
+		errno = 0;
+		v = strtoull(arg, &end, 10);
+		if (!*arg || *end || errno || *arg == '-' || v > 100)
+			return cli_usage_error(spec, "--retries: '%s' is not a "
+					       "number in 0..100", arg);
+		o->retries = v ? (unsigned int)v : ~0u;
+		return 0;
+	case CLI_OPT_FETCH_SIZE:
+		errno = 0;
+		v = strtoull(arg, &end, 10);
+		if (!*arg || *end || errno || v < (512u << 10) ||
+		    v > (8u << 20) || (v & (v - 1)))
+			return cli_usage_error(spec, "--fetch-size: '%s' is not "
+					       "a power of two in 524288..8388608",
+					       arg);
+		o->fetch_size = (uint32_t)v;
+		return 0;
+	case CLI_OPT_CACHE_SIZE:
+		if (cli_parse_size(arg, &o->cache_size) || !o->cache_size)
+			return cli_usage_error(spec, "--cache-size: '%s' is not "
+					       "a size (4G, 512M, 100k, bytes)",
+					       arg);
+		return 0;
+	case CLI_OPT_NO_CACHE:
+		o->flags |= KILN_REMOTE_NO_CACHE;
+		return 0;
+	case CLI_OPT_OFFLINE:
+		o->flags |= KILN_REMOTE_OFFLINE;
+		return 0;
+	case CLI_OPT_PREFETCH:
+		if (strcmp(arg, "all"))
+			return cli_usage_error(spec, "--prefetch: '%s' is not "
+					       "'all'", arg);
+		o->flags |= KILN_REMOTE_PREFETCH_ALL;
+		return 0;
+	case CLI_OPT_PREFETCH_RATE:
+		if (cli_parse_size(arg, &o->prefetch_rate) || !o->prefetch_rate)
+			return cli_usage_error(spec, "--prefetch-rate: '%s' is "
+					       "not a size (16M, 100k, bytes)",
+					       arg);
+		return 0;
+	}
+	return cli_usage_error(spec, "unhandled option");
+}
+
+int cli_parse_size(const char *arg, uint64_t *v)
+{
+	unsigned long long n;
+	unsigned int shift = 0;
+	char *end;
+
+	errno = 0;
+	n = strtoull(arg, &end, 10);
+	if (!*arg || *arg == '-' || errno || end == arg)
+		return -EINVAL;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end || (shift && n > (~0ull >> shift)))
+		return -EINVAL;
+	*v = (uint64_t)n << shift;
+	return 0;
+}
+
+const struct kiln_remote_opts *cli_remote_opts(const struct cli_devices *devs)
+{
+	return devs && devs->remote.opts.struct_size ? &devs->remote.opts :
+	       NULL;
 }
 
 int cli_open_image(struct kiln_image **img, const char *path,
@@ -304,6 +438,7 @@ int cli_open_image_verity(struct kiln_image **img, const char *path,
 		.log_ctx = lg,
 		.devices = devs ? devs->paths : NULL,
 		.nr_devices = devs ? devs->count : 0,
+		.remote = cli_remote_opts(devs),
 	};
 	int err;
 

@@ -25,6 +25,7 @@ int cmd_info(int argc, char **argv);
 int cmd_fsck(int argc, char **argv);
 int cmd_mount(int argc, char **argv);
 int cmd_umount(int argc, char **argv);
+int cmd_cache(int argc, char **argv);
 
 /*
  * Options of one subcommand, as a table. @key is the short option letter,
@@ -97,10 +98,84 @@ enum { CLI_OPT_DEVICE = 0x1000 };
 	  "(a blob, or the tar of a --tar-index image); repeat for each, " \
 	  "in device-table order" }
 
+/*
+ * Options for an image given as an http:// or https:// URL (every
+ * command that reads an image takes them; a local image ignores them).
+ */
+#define CLI_MAX_MIRRORS 16
+enum {
+	CLI_OPT_INSECURE = 0x1200,	/* long-only keys, clear of the rest */
+	CLI_OPT_CA_FILE,
+	CLI_OPT_MIRROR,
+	CLI_OPT_CACHE_DIR,
+	CLI_OPT_CONNECT_TIMEOUT,
+	CLI_OPT_STALL_TIMEOUT,
+	CLI_OPT_TIMEOUT,
+	CLI_OPT_RETRIES,
+	CLI_OPT_FETCH_SIZE,
+	CLI_OPT_CACHE_SIZE,
+	CLI_OPT_NO_CACHE,
+	CLI_OPT_OFFLINE,
+	CLI_OPT_PREFETCH,
+	CLI_OPT_PREFETCH_RATE,
+	CLI_OPT_REMOTE_LAST = CLI_OPT_PREFETCH_RATE,
+};
+
+#define CLI_REMOTE_OPTIONS \
+	{ "insecure", CLI_OPT_INSECURE, NULL, "URL: do not verify the " \
+	  "server's TLS certificate" }, \
+	{ "ca-file", CLI_OPT_CA_FILE, "FILE", "URL: trust the CAs in this " \
+	  "PEM file (default: the system's)" }, \
+	{ "mirror", CLI_OPT_MIRROR, "URL", "URL: another copy of the image, " \
+	  "tried when a request fails; repeatable" }, \
+	{ "cache-dir", CLI_OPT_CACHE_DIR, "DIR", "URL: the chunk cache, " \
+	  "shared by every kiln (default: $XDG_CACHE_HOME/kiln, else " \
+	  "~/.cache/kiln)" }, \
+	{ "connect-timeout", CLI_OPT_CONNECT_TIMEOUT, "SEC", "URL: limit " \
+	  "of one connection attempt (default 10)" }, \
+	{ "stall-timeout", CLI_OPT_STALL_TIMEOUT, "SEC", "URL: a request " \
+	  "that receives nothing this long fails (default 10)" }, \
+	{ "timeout", CLI_OPT_TIMEOUT, "SEC", "URL: a read not served " \
+	  "within this time, retries included, fails with EIO " \
+	  "(default 120)" }, \
+	{ "retries", CLI_OPT_RETRIES, "N", "URL: retries of a failed " \
+	  "request (default 4)" }, \
+	{ "fetch-size", CLI_OPT_FETCH_SIZE, "BYTES", "URL: bytes per " \
+	  "fetch unit, a power of two in 512 KiB..8 MiB (default 512 KiB)" }, \
+	{ "cache-size", CLI_OPT_CACHE_SIZE, "SIZE", "URL: cap of the cache " \
+	  "directory, least recently used chunks evicted (default 4G)" }, \
+	{ "no-cache", CLI_OPT_NO_CACHE, NULL, "URL: keep nothing on disk" }, \
+	{ "offline", CLI_OPT_OFFLINE, NULL, "URL: no network; serve what " \
+	  "the cache holds, EIO for the rest" }, \
+	{ "prefetch", CLI_OPT_PREFETCH, "all", "URL: fetch the whole image " \
+	  "in the background, metadata first, yielding to reads" }, \
+	{ "prefetch-rate", CLI_OPT_PREFETCH_RATE, "SIZE", "URL: bytes a " \
+	  "second the prefetch may take (default 16M)" }
+
+struct cli_remote {
+	struct kiln_remote_opts opts;
+	const char *mirrors[CLI_MAX_MIRRORS];
+};
+
+/* Where an image's bytes come from: its extra devices, how to fetch it. */
 struct cli_devices {
 	const char *paths[CLI_MAX_DEVICES];
 	unsigned int count;
+	struct cli_remote remote;
 };
+
+/* Whether @key is one of CLI_REMOTE_OPTIONS. */
+static inline bool cli_is_remote_option(int key)
+{
+	return key >= CLI_OPT_INSECURE && key <= CLI_OPT_REMOTE_LAST;
+}
+
+/* Apply remote option @key with @arg: 0, or a usage error (returns 2). */
+int cli_remote_option(const struct cli_spec *spec, struct cli_devices *devs,
+		      int key, const char *arg);
+
+/* The remote options of @devs (NULL: none given), for kiln_image_opts. */
+const struct kiln_remote_opts *cli_remote_opts(const struct cli_devices *devs);
 
 /* Add @arg to @devs: 0, or a usage error printed (returns 2). */
 int cli_add_device(const struct cli_spec *spec, struct cli_devices *devs,
@@ -154,6 +229,9 @@ int cli_open_image_verity(struct kiln_image **img, const char *path,
 /* Point @o's verity fields at @v's (when @v->on). */
 void cli_verity_apply(const struct cli_verity *v, struct kiln_image_opts *o);
 
+/* "4G", "512M", "100k", "123" (bytes) into *@v: 0, or -EINVAL. */
+int cli_parse_size(const char *arg, uint64_t *v);
+
 /*
  * After the options: 0, or the exit status of a usage error (printed)
  * when --verity-salt or --verity-hash-offset came without --verity.
@@ -161,9 +239,9 @@ void cli_verity_apply(const struct cli_verity *v, struct kiln_image_opts *o);
 int cli_verity_check(const struct cli_spec *spec, const struct cli_verity *v);
 
 /*
- * Apply @key with @arg when it is --device or one of the verity options,
- * into @devs or @v: 0 (also for any other key), or the exit status of a
- * usage error (printed).
+ * Apply @key with @arg when it is --device, one of the verity options or
+ * one of CLI_REMOTE_OPTIONS, into @devs or @v: 0 (also for any other
+ * key), or the exit status of a usage error (printed).
  */
 int cli_image_option(const struct cli_spec *spec, struct cli_devices *devs,
 		     struct cli_verity *v, int key, const char *arg);

@@ -15,6 +15,7 @@
 static const struct cli_option cat_options[] = {
 	CLI_VERITY_OPTIONS,
 	CLI_DEVICE_OPTION,
+	CLI_REMOTE_OPTIONS,
 };
 
 static const struct cli_spec cat_spec = {

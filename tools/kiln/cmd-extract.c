@@ -32,6 +32,7 @@ static const struct cli_option extract_options[] = {
 	{ "verbose", 'v', NULL, "print a summary at the end" },
 	CLI_VERITY_OPTIONS,
 	CLI_DEVICE_OPTION,
+	CLI_REMOTE_OPTIONS,
 };
 
 static const struct cli_spec extract_spec = {

@@ -19,6 +19,7 @@ static const struct cli_option fsck_options[] = {
 					"file data" },
 	CLI_VERITY_OPTIONS,
 	CLI_DEVICE_OPTION,
+	CLI_REMOTE_OPTIONS,
 };
 
 static const struct cli_spec fsck_spec = {

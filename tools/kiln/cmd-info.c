@@ -26,6 +26,7 @@ static const struct cli_option info_options[] = {
 					"IMAGE)" },
 	CLI_VERITY_OPTIONS,
 	CLI_DEVICE_OPTION,
+	CLI_REMOTE_OPTIONS,
 };
 
 static const struct cli_spec info_spec = {

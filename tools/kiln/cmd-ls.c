@@ -35,6 +35,7 @@ static const struct cli_option ls_options[] = {
 	{ "inode", 'i', NULL, "show each entry's nid" },
 	CLI_VERITY_OPTIONS,
 	CLI_DEVICE_OPTION,
+	CLI_REMOTE_OPTIONS,
 };
 
 static const struct cli_spec ls_spec = {

@@ -8,7 +8,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +48,7 @@ static const struct cli_option mount_options[] = {
 	{ "options", 'o', "OPT[,OPT...]", "mount options, see below" },
 	CLI_VERITY_OPTIONS,
 	CLI_DEVICE_OPTION,
+	CLI_REMOTE_OPTIONS,
 };
 
 static const struct cli_spec mount_spec = {
@@ -77,8 +80,9 @@ static void mount_o_help(void)
 "  other FUSE mount options (allow_root, auto_unmount, fsname=...) are\n"
 "  passed to libfuse\n"
 "\nUnmount with 'kiln umount MOUNTPOINT', or send SIGTERM or SIGINT.\n"
-"SIGUSR1 logs the read and page cache store counters (stderr with -f,\n"
-"else syslog).\n",
+"SIGUSR1 logs the read and page cache store counters, and a remote\n"
+"image's (bytes fetched, requests, retries, hits, misses, failed reads)\n"
+"(stderr with -f, else syslog).\n",
 	       KILN_FUSE_READAHEAD_KB);
 }
 
@@ -260,7 +264,10 @@ static int parse_args(struct mount_opts *o, int argc, char **argv)
 		case CLI_OPT_VERSION:
 			return 1;
 		default:
-			return -1;
+			if (!cli_is_remote_option(c) ||
+			    cli_remote_option(&mount_spec, &o->devs, c, arg))
+				return -1;
+			break;
 		}
 	}
 	if (cli_verity_check(&mount_spec, &o->verity))
@@ -282,6 +289,8 @@ static int add_fsname(struct mount_opts *o)
 
 	if (o->user_fsname)
 		return 0;
+	if (strlen(src) >= PATH_MAX)
+		src = "kiln";	/* a name past PATH_MAX would not fit @opt */
 	d += sprintf(d, "fsname=");
 	for (const char *s = src; *s; s++) {
 		if (*s == ',' || *s == '\\')
@@ -319,10 +328,17 @@ static int open_image(struct mount_opts *o, struct kiln_fuse_fs *fs)
 		.nr_devices = o->devs.count,
 	};
 	struct kiln_image *img;
-	int fd = open(o->image, O_RDONLY | O_CLOEXEC), err;
+	int fd = -1, err;
 
 	cli_verity_apply(&o->verity, &io);
-	err = fd < 0 ? -errno : kiln_image_open_fd(&img, fd, &io);
+	io.remote = cli_remote_opts(&o->devs);
+	if (kiln_is_url(o->image)) {
+		/* no descriptor to splice from: reads go through the library */
+		err = kiln_image_open(&img, o->image, &io);
+	} else {
+		fd = open(o->image, O_RDONLY | O_CLOEXEC);
+		err = fd < 0 ? -errno : kiln_image_open_fd(&img, fd, &io);
+	}
 	if (err) {
 		if (fd >= 0)
 			close(fd);
@@ -333,6 +349,7 @@ static int open_image(struct mount_opts *o, struct kiln_fuse_fs *fs)
 	/* the descriptor lives as long as the image: splice reads from it */
 	o->image_fd = fd;
 	fs->image_fd = o->no_splice ? -1 : fd;
+	fs->remote = kiln_is_url(o->image);
 	fs->mnt_path = o->mnt_path;
 	fs->readahead_kb = o->readahead_kb;
 	return 0;
@@ -457,7 +474,8 @@ out_session:
 out_image:
 	kiln_fuse_fs_detach(fs);
 	kiln_image_close(fs->img);
-	close(o->image_fd);
+	if (o->image_fd >= 0)
+		close(o->image_fd);
 	return ret;
 }
 

@@ -102,6 +102,19 @@ void kiln_fuse_log_stats(struct kiln_fuse_fs *fs)
 		      (unsigned long long)atomic_load(&fs->store_bytes),
 		      (unsigned long long)atomic_load(&fs->store_failed),
 		      (unsigned long long)atomic_load(&fs->store_busy));
+	if (fs->remote) {
+		struct kiln_remote_stats st;
+
+		kiln_image_remote_stats(fs->img, &st);
+		kiln_fuse_log(fs, LOG_INFO,
+			      "remote: %llu bytes fetched, %llu requests, %llu retries, %llu hits, %llu misses, %llu failed reads",
+			      (unsigned long long)st.bytes_fetched,
+			      (unsigned long long)st.requests,
+			      (unsigned long long)st.retries,
+			      (unsigned long long)st.hits,
+			      (unsigned long long)st.misses,
+			      (unsigned long long)st.failures);
+	}
 }
 
 void kiln_fuse_lib_log(void *ctx, enum kiln_log_level level, const char *msg)
@@ -112,10 +125,13 @@ void kiln_fuse_lib_log(void *ctx, enum kiln_log_level level, const char *msg)
 	 * While the image opens, the library's errors say why it cannot be
 	 * mounted. Once serving, the request handler logs one line naming the
 	 * request and the nid for each failure; the library's detail is kept
-	 * for -d, so one bad block costs one line per failed request.
+	 * for -d, so one bad block costs one line per failed request. A
+	 * remote image's errors are kept: they name the network's causes
+	 * (a timeout, a refusal, the image replaced on the server).
 	 */
 	if (atomic_load_explicit(&fs->serving, memory_order_relaxed) ?
-	    !fs->debug : level != KILN_LOG_ERROR)
+	    !fs->debug && !(fs->remote && level == KILN_LOG_ERROR) :
+	    level != KILN_LOG_ERROR)
 		return;
 	log_line(fs, level == KILN_LOG_ERROR ? LOG_ERR : LOG_DEBUG, msg);
 }

@@ -66,6 +66,7 @@ struct kiln_fuse_fs {
 	kiln_nid_t root_nid;
 	const char *image_name;	/* for log lines */
 	bool debug;		/* also pass the library's own log lines on */
+	bool remote;		/* a URL: the library's errors name network causes */
 	atomic_bool to_syslog;	/* set once the daemon has left the terminal */
 	atomic_bool serving;	/* the image is open and mounted */
 	atomic_uint errors_logged;

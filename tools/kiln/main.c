@@ -16,6 +16,7 @@ static const struct kiln_cmd commands[] = {
 	{ "fsck",    cmd_fsck,    "check every structure and byte of an image" },
 	{ "mount",   cmd_mount,   "mount an image with FUSE" },
 	{ "umount",  cmd_umount,  "unmount a kiln FUSE mount" },
+	{ "cache",   cmd_cache,   "show, check or clear the cache of remote images" },
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,812 @@
+// SPDX-License-Identifier: MIT
+/*
+ * An image over http:// or https:// (libcurl): single-range GETs pinned to
+ * the object seen at open (If-Match, or If-Unmodified-Since), every reply
+ * checked (status, Content-Range, length, identity) before a byte is kept,
+ * bounded retries with jittered exponential backoff honouring Retry-After,
+ * and mirror URLs tried in turn.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "source/source.h"
+#include "util/checked.h"
+
+#define DEF_CONNECT_MS	10000u
+#define DEF_STALL_MS	10000u
+#define DEF_REQUEST_MS	60000u
+#define DEF_READ_MS	120000u
+#define DEF_RETRIES	4u
+#define BACKOFF_BASE_MS	100u
+#define BACKOFF_MAX_MS	5000u
+#define RETRY_AFTER_MAX_MS 30000u
+
+/* One URL of the image and the identity it showed when first probed. */
+struct http_url {
+	char *url;
+	pthread_mutex_t probe_lock;
+	atomic_bool probed;
+	atomic_bool dead;	/* refused for good (404, TLS, no ranges) */
+	char etag[200];		/* strong ETag, "" if none */
+	char last_modified[64];	/* "" if none */
+};
+
+struct http_handle {
+	CURL *curl;
+	struct http_handle *next;
+};
+
+struct http_source {
+	struct kiln_source base;
+	struct http_url *urls;
+	unsigned int nr_urls;
+	atomic_uint current;	/* the URL that served last */
+	unsigned int flags;
+	char *ca_file;
+	long connect_ms, stall_s, request_ms, read_ms;
+	unsigned int retries;
+	pthread_mutex_t lock;	/* guards @idle */
+	struct http_handle *idle;
+	atomic_bool changed;	/* the object was replaced: every read fails */
+	atomic_uint_fast64_t rng;
+};
+
+/* One request's reply, as the callbacks see it. */
+struct xfer {
+	uint8_t *dst;
+	size_t cap;		/* bytes wanted */
+	size_t got;
+	bool overflow;		/* more body than asked for */
+	bool whole_ok;		/* a 200 with the whole object is fine */
+	long status;		/* of the latest status line */
+	char etag[200];
+	char last_modified[64];
+	char content_range[128];
+	long retry_after_ms;	/* -1: none */
+};
+
+enum outcome {
+	DONE,
+	RETRY,		/* may work on a later try */
+	URL_FAILED,	/* this URL will not serve it */
+	CHANGED,	/* not the object opened */
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+KILN_API int kiln_is_url(const char *path)
+{
+	return path && (!strncasecmp(path, "http://", 7) ||
+			!strncasecmp(path, "https://", 8));
+}
+
+KILN_API void kiln_remote_opts_init(struct kiln_remote_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->struct_size = sizeof(*o);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(uint64_t ms)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ms / 1000),
+			       .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* A value in [@lo, @hi] from a shared xorshift state. */
+static uint64_t jitter(struct http_source *hs, uint64_t lo, uint64_t hi)
+{
+	uint64_t x = atomic_load(&hs->rng), y;
+
+	do {
+		y = x;
+		y ^= y << 13;
+		y ^= y >> 7;
+		y ^= y << 17;
+	} while (!atomic_compare_exchange_weak(&hs->rng, &x, y));
+	return hi > lo ? lo + y % (hi - lo + 1) : lo;
+}
+
+/* Copy header value @v (@n bytes) into @dst without surrounding blanks. */
+static void header_value(char *dst, size_t cap, const char *v, size_t n)
+{
+	while (n && (*v == ' ' || *v == '\t')) {
+		v++;
+		n--;
+	}
+	while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' ||
+		     v[n - 1] == ' ' || v[n - 1] == '\t'))
+		n--;
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(dst, v, n);
+	dst[n] = '\0';
+}
+
+static bool header_is(const char *line, size_t n, const char *name,
+		      const char **val, size_t *vlen)
+{
+	size_t k = strlen(name);
+
+	if (n <= k || strncasecmp(line, name, k) || line[k] != ':')
+		return false;
+	*val = line + k + 1;
+	*vlen = n - k - 1;
+	return true;
+}
+
+static long parse_retry_after(const char *v)
+{
+	char *end;
+	long s = strtol(v, &end, 10);
+	time_t t;
+
+	if (end != v && !*end)
+		return s < 0 ? 0 : (s > RETRY_AFTER_MAX_MS / 1000 ?
+				    (long)RETRY_AFTER_MAX_MS : s * 1000);
+	t = curl_getdate(v, NULL);
+	if (t < 0)
+		return -1;
+	t -= time(NULL);
+	if (t < 0)
+		return 0;
+	return t > RETRY_AFTER_MAX_MS / 1000 ? (long)RETRY_AFTER_MAX_MS :
+	       (long)t * 1000;
+}
+
+static size_t on_header(char *b, size_t size, size_t n, void *ctx)
+{
+	struct xfer *x = ctx;
+	size_t len = size * n, vlen;
+	const char *v;
+	char tmp[64];
+
+	if (len > 5 && !strncmp(b, "HTTP/", 5)) {
+		/* a new reply (after a redirect or a 100): forget the last */
+		const char *sp = memchr(b, ' ', len);
+
+		x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+		x->etag[0] = x->last_modified[0] = x->content_range[0] = '\0';
+		x->retry_after_ms = -1;
+	} else if (header_is(b, len, "etag", &v, &vlen)) {
+		header_value(x->etag, sizeof(x->etag), v, vlen);
+	} else if (header_is(b, len, "last-modified", &v, &vlen)) {
+		header_value(x->last_modified, sizeof(x->last_modified), v,
+			     vlen);
+	} else if (header_is(b, len, "content-range", &v, &vlen)) {
+		header_value(x->content_range, sizeof(x->content_range), v,
+			     vlen);
+	} else if (header_is(b, len, "retry-after", &v, &vlen)) {
+		header_value(tmp, sizeof(tmp), v, vlen);
+		x->retry_after_ms = parse_retry_after(tmp);
+	}
+	return len;
+}
+
+static size_t on_body(char *b, size_t size, size_t n, void *ctx)
+{
+	struct xfer *x = ctx;
+	size_t len = size * n;
+
+	/* only the body of the reply we act on is kept */
+	if (x->status != 206 && x->status != 200)
+		return len;
+	if (x->status == 200 && !x->whole_ok) {
+		x->overflow = true;
+		return CURL_WRITEFUNC_ERROR;
+	}
+	if (len > x->cap - x->got) {
+		x->overflow = true;
+		return CURL_WRITEFUNC_ERROR;
+	}
+	memcpy(x->dst + x->got, b, len);
+	x->got += len;
+	return len;
+}
+
+static CURL *handle_get(struct http_source *hs, struct http_handle **h)
+{
+	pthread_mutex_lock(&hs->lock);
+	*h = hs->idle;
+	if (*h)
+		hs->idle = (*h)->next;
+	pthread_mutex_unlock(&hs->lock);
+	if (!*h) {
+		*h = calloc(1, sizeof(**h));
+		if (!*h)
+			return NULL;
+		(*h)->curl = curl_easy_init();
+		if (!(*h)->curl) {
+			free(*h);
+			*h = NULL;
+			return NULL;
+		}
+	}
+	return (*h)->curl;
+}
+
+/* Back to the pool: its connection stays open for the next request. */
+static void handle_put(struct http_source *hs, struct http_handle *h)
+{
+	pthread_mutex_lock(&hs->lock);
+	h->next = hs->idle;
+	hs->idle = h;
+	pthread_mutex_unlock(&hs->lock);
+}
+
+/* "bytes A-B/T" into its three numbers. */
+static bool parse_content_range(const char *s, uint64_t *a, uint64_t *b,
+				uint64_t *t)
+{
+	unsigned long long x, y, z;
+	int n = 0;
+
+	if (sscanf(s, "bytes %llu-%llu/%llu%n", &x, &y, &z, &n) != 3 ||
+	    s[n] || y < x || y >= z)
+		return false;
+	*a = x;
+	*b = y;
+	*t = z;
+	return true;
+}
+
+static bool etag_strong(const char *etag)
+{
+	return etag[0] == '"';
+}
+
+/*
+ * One GET of [@off, @off + @len) from URL @u into @dst (may be NULL with
+ * @len 0 for a probe of bytes 0..@len-1 of unknown total: see
+ * probe()). @budget_ms caps the request. Sets *@why on failure.
+ */
+static enum outcome request(struct http_source *hs, struct http_url *u,
+			    struct xfer *x, uint64_t off, size_t len,
+			    bool pin, uint64_t budget_ms, char *why,
+			    size_t why_cap)
+{
+	char range[64], errbuf[CURL_ERROR_SIZE] = "", cond[300];
+	struct curl_slist *hdrs = NULL;
+	struct http_handle *h;
+	CURL *c = handle_get(hs, &h);
+	enum outcome out = DONE;
+	CURLcode rc;
+
+	if (!c) {
+		snprintf(why, why_cap, "out of memory");
+		return RETRY;
+	}
+	x->got = 0;
+	x->overflow = false;
+	x->status = 0;
+	x->retry_after_ms = -1;
+	x->etag[0] = x->last_modified[0] = x->content_range[0] = '\0';
+	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, off,
+		 off + len - 1);
+	if (pin && etag_strong(u->etag)) {
+		snprintf(cond, sizeof(cond), "If-Match: %s", u->etag);
+		hdrs = curl_slist_append(hdrs, cond);
+	} else if (pin && u->last_modified[0]) {
+		snprintf(cond, sizeof(cond), "If-Unmodified-Since: %s",
+			 u->last_modified);
+		hdrs = curl_slist_append(hdrs, cond);
+	}
+	curl_easy_reset(c);
+	curl_easy_setopt(c, CURLOPT_URL, u->url);
+	curl_easy_setopt(c, CURLOPT_RANGE, range);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "kiln");
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+			 KILN_MIN(hs->connect_ms, (long)budget_ms));
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
+			 KILN_MIN(hs->request_ms, (long)budget_ms));
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, hs->stall_s);
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER,
+			 (hs->flags & KILN_REMOTE_INSECURE) ? 0L : 1L);
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST,
+			 (hs->flags & KILN_REMOTE_INSECURE) ? 0L : 2L);
+	if (hs->ca_file)
+		curl_easy_setopt(c, CURLOPT_CAINFO, hs->ca_file);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
+	atomic_fetch_add_explicit(&hs->base.count.requests, 1,
+				  memory_order_relaxed);
+	rc = curl_easy_perform(c);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	curl_slist_free_all(hdrs);
+	handle_put(hs, h);
+
+	if (rc == CURLE_WRITE_ERROR && x->overflow) {
+		if (x->status == 200) {
+			snprintf(why, why_cap,
+				 "the server ignores range requests (HTTP 200 to a range)");
+			return URL_FAILED;
+		}
+		snprintf(why, why_cap, "the server sent more bytes than asked for");
+		return RETRY;
+	}
+	if (rc != CURLE_OK) {
+		snprintf(why, why_cap, "%s", errbuf[0] ? errbuf :
+			 curl_easy_strerror(rc));
+		switch (rc) {
+		case CURLE_PEER_FAILED_VERIFICATION:
+		case CURLE_SSL_CACERT_BADFILE:
+		case CURLE_SSL_CERTPROBLEM:
+		case CURLE_UNSUPPORTED_PROTOCOL:
+		case CURLE_URL_MALFORMAT:
+		case CURLE_TOO_MANY_REDIRECTS:
+			return URL_FAILED;
+		default:
+			return RETRY;
+		}
+	}
+	switch (x->status) {
+	case 200:
+	case 206:
+		break;
+	case 412:
+		snprintf(why, why_cap, "HTTP 412: precondition failed");
+		return CHANGED;
+	case 416:
+		snprintf(why, why_cap, "HTTP 416: range not satisfiable");
+		return CHANGED;
+	case 408:
+	case 425:
+	case 429:
+	case 500:
+	case 502:
+	case 503:
+	case 504:
+		snprintf(why, why_cap, "HTTP %ld", x->status);
+		return RETRY;
+	default:
+		snprintf(why, why_cap, "HTTP %ld", x->status);
+		return URL_FAILED;
+	}
+	return out;
+}
+
+/* Whether reply @x still shows the object URL @u showed when probed. */
+static bool same_object(const struct http_url *u, const struct xfer *x)
+{
+	if (etag_strong(u->etag) && x->etag[0] && strcmp(u->etag, x->etag))
+		return false;
+	if (u->last_modified[0] && x->last_modified[0] &&
+	    strcmp(u->last_modified, x->last_modified))
+		return false;
+	return true;
+}
+
+/*
+ * Check a reply to a GET of [@off, @off + @len) of an object of @size
+ * bytes: the status, the Content-Range and the body length.
+ */
+static enum outcome check_reply(const struct http_url *u,
+				const struct xfer *x, uint64_t off, size_t len,
+				uint64_t size, char *why, size_t why_cap)
+{
+	uint64_t a, b, t;
+
+	if (!same_object(u, x)) {
+		snprintf(why, why_cap, "ETag or Last-Modified changed");
+		return CHANGED;
+	}
+	if (x->status == 200) {
+		if (off || len != size || x->got != len) {
+			snprintf(why, why_cap, "HTTP 200 with %zu bytes for a range",
+				 x->got);
+			return URL_FAILED;
+		}
+		return DONE;
+	}
+	if (!parse_content_range(x->content_range, &a, &b, &t)) {
+		snprintf(why, why_cap, "bad Content-Range \"%s\"",
+			 x->content_range);
+		return URL_FAILED;
+	}
+	if (t != size) {
+		snprintf(why, why_cap, "object is now %" PRIu64 " bytes, was %"
+			 PRIu64, t, size);
+		return CHANGED;
+	}
+	if (a != off || b != off + len - 1) {
+		snprintf(why, why_cap, "asked for bytes %" PRIu64 "-%" PRIu64
+			 ", got %" PRIu64 "-%" PRIu64, off, off + len - 1, a, b);
+		return URL_FAILED;
+	}
+	if (x->got != len) {
+		snprintf(why, why_cap, "body of %zu bytes, %zu expected",
+			 x->got, len);
+		return RETRY;
+	}
+	return DONE;
+}
+
+/*
+ * First contact with URL @u: GET its first @want bytes (fewer when it is
+ * smaller) and record size and identity. *@size is the size to match, or
+ * 0 to learn it.
+ */
+static enum outcome probe(struct http_source *hs, struct http_url *u,
+			  uint8_t *buf, size_t want, uint64_t *size,
+			  size_t *got, uint64_t budget_ms, long *retry_after_ms,
+			  char *why, size_t why_cap)
+{
+	struct xfer x = { .dst = buf, .cap = want, .whole_ok = true };
+	enum outcome o = request(hs, u, &x, 0, want, false, budget_ms, why,
+				 why_cap);
+	uint64_t a, b, t;
+
+	*retry_after_ms = x.retry_after_ms;
+	if (o == CHANGED && x.status == 416) {
+		snprintf(why, why_cap, "the object is empty (not an EROFS image)");
+		return URL_FAILED;
+	}
+	if (o != DONE)
+		return o;
+	if (x.status == 200) {
+		t = x.got;	/* the whole object fit in @want */
+	} else if (!parse_content_range(x.content_range, &a, &b, &t) ||
+		   a != 0 || b + 1 != KILN_MIN(want, t) ||
+		   x.got != b + 1) {
+		snprintf(why, why_cap, "bad reply to the first range: \"%s\", %zu bytes",
+			 x.content_range, x.got);
+		return URL_FAILED;
+	}
+	if (*size && t != *size) {
+		snprintf(why, why_cap, "%" PRIu64 " bytes, the image is %" PRIu64,
+			 t, *size);
+		return URL_FAILED;
+	}
+	*size = t;
+	*got = x.got;
+	snprintf(u->etag, sizeof(u->etag), "%s",
+		 etag_strong(x.etag) ? x.etag : "");
+	snprintf(u->last_modified, sizeof(u->last_modified), "%s",
+		 x.last_modified);
+	u->probed = true;
+	return DONE;
+}
+
+/* Probe mirror @u on its first use; false when it cannot serve. */
+static bool mirror_ready(struct http_source *hs, struct http_url *u,
+			 uint64_t budget_ms)
+{
+	uint8_t one[1];
+	uint64_t size = hs->base.size;
+	size_t got;
+	char why[512];
+	long ra;
+	enum outcome o;
+
+	pthread_mutex_lock(&u->probe_lock);
+	if (!u->probed && !u->dead) {
+		o = probe(hs, u, one, 1, &size, &got, budget_ms, &ra, why,
+			  sizeof(why));
+		if (o != DONE) {
+			kiln_log(hs->base.lg, KILN_LOG_WARN, "mirror %s: %s",
+				 u->url, why);
+			if (o != RETRY)
+				u->dead = true;
+		}
+	}
+	pthread_mutex_unlock(&u->probe_lock);
+	return u->probed && !u->dead;
+}
+
+/* How messages name URL @u: the image's own goes without saying. */
+static const char *url_name(const struct http_source *hs,
+			    const struct http_url *u)
+{
+	static _Thread_local char buf[600];
+
+	if (u == &hs->urls[0])
+		return "";
+	snprintf(buf, sizeof(buf), "mirror %.500s: ", u->url);
+	return buf;
+}
+
+static bool all_dead(const struct http_source *hs)
+{
+	for (unsigned int k = 0; k < hs->nr_urls; k++)
+		if (!hs->urls[k].dead)
+			return false;
+	return true;
+}
+
+static int http_fetch(struct kiln_source *src, void *dst, size_t len,
+		      uint64_t off)
+{
+	struct http_source *hs = (struct http_source *)src;
+	uint64_t start = now_ms(), deadline = start + (uint64_t)hs->read_ms;
+	unsigned int tries = 0, k = atomic_load(&hs->current);
+	char why[512] = "";
+
+	if (atomic_load(&hs->changed))
+		goto changed;
+	for (;;) {
+		struct http_url *u = &hs->urls[k % hs->nr_urls];
+		struct xfer x = { .dst = dst, .cap = len,
+				  .whole_ok = !off && len == src->size };
+		uint64_t now = now_ms(), wait;
+		enum outcome o;
+
+		if (now >= deadline) {
+			kiln_log(src->lg, KILN_LOG_ERROR,
+				 "bytes %" PRIu64 "-%" PRIu64 ": no answer within %ld ms (%u tries): %s",
+				 off, off + len - 1, hs->read_ms, tries, why);
+			return -EIO;
+		}
+		if (u->dead) {
+			if (all_dead(hs))
+				break;
+			k++;
+			continue;
+		}
+		if (tries)
+			atomic_fetch_add_explicit(&src->count.retries, 1,
+						  memory_order_relaxed);
+		tries++;
+		if (!u->probed && !mirror_ready(hs, u, deadline - now)) {
+			snprintf(why, sizeof(why), "mirror %s did not answer",
+				 u->url);
+			o = u->dead ? URL_FAILED : RETRY;
+		} else {
+			o = request(hs, u, &x, off, len, true, deadline - now,
+				    why, sizeof(why));
+			if (o == DONE)
+				o = check_reply(u, &x, off, len, src->size,
+						why, sizeof(why));
+		}
+		if (o == DONE) {
+			atomic_store(&hs->current, k % hs->nr_urls);
+			atomic_fetch_add_explicit(&src->count.bytes_fetched,
+						  len, memory_order_relaxed);
+			return 0;
+		}
+		if (o == CHANGED) {
+			if (!atomic_exchange(&hs->changed, true))
+				kiln_log(src->lg, KILN_LOG_ERROR,
+					 "image changed on the server (%s%s%s); no more reads",
+					 why, hs->nr_urls > 1 ? ": " : "",
+					 hs->nr_urls > 1 ? u->url : "");
+			goto changed;
+		}
+		if (o == URL_FAILED) {
+			kiln_log(src->lg, KILN_LOG_ERROR, "%s%s",
+				 url_name(hs, u), why);
+			u->dead = true;
+			if (all_dead(hs))
+				break;
+			k++;
+			continue;
+		}
+		if (tries > hs->retries) {
+			kiln_log(src->lg, KILN_LOG_ERROR,
+				 "bytes %" PRIu64 "-%" PRIu64 ": giving up after %u tries: %s",
+				 off, off + len - 1, tries, why);
+			return -EIO;
+		}
+		wait = x.retry_after_ms >= 0 ? (uint64_t)x.retry_after_ms :
+		       jitter(hs, 0, KILN_MIN(BACKOFF_MAX_MS,
+					(uint64_t)BACKOFF_BASE_MS << (tries - 1)));
+		now = now_ms();
+		if (now + wait >= deadline) {
+			kiln_log(src->lg, KILN_LOG_ERROR,
+				 "bytes %" PRIu64 "-%" PRIu64 ": no answer within %ld ms (%u tries): %s",
+				 off, off + len - 1, hs->read_ms, tries, why);
+			return -EIO;
+		}
+		kiln_log(src->lg, KILN_LOG_WARN,
+			 "bytes %" PRIu64 "-%" PRIu64 ": %s; retrying in %" PRIu64 " ms",
+			 off, off + len - 1, why, wait);
+		sleep_ms(wait);
+		k++;
+	}
+	kiln_log(src->lg, KILN_LOG_ERROR, "no URL of the image can serve it");
+	return -EIO;
+changed:
+	return -ESTALE;
+}
+
+static void http_close(struct kiln_source *src)
+{
+	struct http_source *hs = (struct http_source *)src;
+
+	while (hs->idle) {
+		struct http_handle *h = hs->idle;
+
+		hs->idle = h->next;
+		curl_easy_cleanup(h->curl);
+		free(h);
+	}
+	for (unsigned int k = 0; k < hs->nr_urls; k++) {
+		free(hs->urls[k].url);
+		pthread_mutex_destroy(&hs->urls[k].probe_lock);
+	}
+	free(hs->urls);
+	free(hs->ca_file);
+	free(hs->base.head);
+	pthread_mutex_destroy(&hs->lock);
+	free(hs);
+}
+
+static const struct kiln_source_ops http_ops = {
+	.fetch = http_fetch,
+	.close = http_close,
+};
+
+static long pick(size_t have, size_t n, unsigned int v, unsigned int def)
+{
+	return (long)(have >= n && v ? v : def);
+}
+
+static int http_setup(struct http_source *hs, const char *url,
+		      const struct kiln_remote_opts *o)
+{
+	size_t n = o ? o->struct_size : 0;
+	unsigned int mirrors = 0;
+
+#define AT(f) (offsetof(struct kiln_remote_opts, f) + sizeof(o->f))
+	if (n >= AT(nr_mirrors) && o->mirrors)
+		mirrors = o->nr_mirrors;
+	hs->flags = n >= AT(flags) ? o->flags : 0;
+	if (n >= AT(ca_file) && o->ca_file &&
+	    !(hs->ca_file = strdup(o->ca_file)))
+		return -ENOMEM;
+	hs->connect_ms = pick(n, AT(connect_timeout_ms),
+			      n ? o->connect_timeout_ms : 0, DEF_CONNECT_MS);
+	hs->stall_s = (pick(n, AT(stall_timeout_ms),
+			    n ? o->stall_timeout_ms : 0, DEF_STALL_MS) + 999) /
+		      1000;
+	hs->request_ms = pick(n, AT(request_timeout_ms),
+			      n ? o->request_timeout_ms : 0, DEF_REQUEST_MS);
+	hs->read_ms = pick(n, AT(read_timeout_ms),
+			   n ? o->read_timeout_ms : 0, DEF_READ_MS);
+	hs->retries = n >= AT(retries) && o->retries ?
+		      (o->retries == ~0u ? 0 : o->retries) : DEF_RETRIES;
+#undef AT
+	hs->urls = calloc(1 + (size_t)mirrors, sizeof(*hs->urls));
+	if (!hs->urls)
+		return -ENOMEM;
+	for (unsigned int k = 0; k <= mirrors; k++) {
+		const char *s = k ? o->mirrors[k - 1] : url;
+
+		if (!kiln_is_url(s)) {
+			kiln_log(hs->base.lg, KILN_LOG_ERROR,
+				 "mirror %s: not an http:// or https:// URL", s);
+			return -EINVAL;
+		}
+		hs->urls[k].url = strdup(s);
+		pthread_mutex_init(&hs->urls[k].probe_lock, NULL);
+		hs->nr_urls = k + 1;
+		if (!hs->urls[k].url)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int kiln_source_open_http(struct kiln_source **out, const char *url,
+			  const struct kiln_remote_opts *o, size_t head_want,
+			  const struct kiln_logger *lg)
+{
+	struct http_source *hs;
+	uint64_t size = 0, deadline;
+	unsigned int tries = 0, dead = 0, k = 0;
+	char why[512] = "";
+	int err;
+
+	*out = NULL;
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK)
+		return -ENOMEM;
+	hs = calloc(1, sizeof(*hs));
+	if (!hs)
+		return -ENOMEM;
+	hs->base.ops = &http_ops;
+	hs->base.lg = lg;
+	pthread_mutex_init(&hs->lock, NULL);
+	atomic_init(&hs->rng, (uint64_t)now_ms() * 0x9E3779B97F4A7C15ull | 1);
+	err = http_setup(hs, url, o);
+	if (!err && !(hs->base.head = malloc(head_want)))
+		err = -ENOMEM;
+	if (err) {
+		http_close(&hs->base);
+		return err;
+	}
+	deadline = now_ms() + (uint64_t)hs->read_ms;
+	/* the first URL that answers gives the size and the identity */
+	for (;;) {
+		struct http_url *u = &hs->urls[k];
+		uint64_t now = now_ms(), wait;
+		enum outcome r;
+		long ra;
+
+		if (u->dead) {
+			k = (k + 1) % hs->nr_urls;
+			continue;
+		}
+		if (now >= deadline ||
+		    (tries > hs->retries && tries >= hs->nr_urls)) {
+			kiln_log(lg, KILN_LOG_ERROR, "cannot open: %s", why);
+			http_close(&hs->base);
+			return -EIO;
+		}
+		tries++;
+		r = probe(hs, u, hs->base.head, head_want, &size,
+			  &hs->base.head_len, deadline - now, &ra, why,
+			  sizeof(why));
+		if (r == DONE) {
+			atomic_store(&hs->current, k);
+			atomic_fetch_add(&hs->base.count.bytes_fetched,
+					 hs->base.head_len);
+			break;
+		}
+		if (r != RETRY) {
+			u->dead = true;
+			kiln_log(lg, KILN_LOG_ERROR, "%s%s", url_name(hs, u),
+				 why);
+			if (++dead == hs->nr_urls) {
+				http_close(&hs->base);
+				return strstr(why, "empty") ? -KILN_ENOTEROFS :
+				       -EIO;
+			}
+			k = (k + 1) % hs->nr_urls;
+			continue;
+		}
+		if (tries > hs->retries && tries >= hs->nr_urls)
+			continue;	/* the check above gives up */
+		wait = ra >= 0 ? (uint64_t)ra :
+		       jitter(hs, 0, KILN_MIN(BACKOFF_MAX_MS,
+				(uint64_t)BACKOFF_BASE_MS << (tries - 1)));
+		kiln_log(lg, KILN_LOG_WARN, "%s%s; retrying in %" PRIu64 " ms",
+			 url_name(hs, u), why, wait);
+		sleep_ms(wait);
+		k = (k + 1) % hs->nr_urls;
+	}
+	hs->base.size = size;
+	if (!hs->urls[k].etag[0] && !hs->urls[k].last_modified[0])
+		kiln_log(lg, KILN_LOG_WARN,
+			 "the server names no ETag or Last-Modified: a replaced image is noticed only by its size");
+	snprintf(hs->base.identity, sizeof(hs->base.identity), "%" PRIu64 " %s",
+		 size, hs->urls[k].etag[0] ? hs->urls[k].etag :
+		 hs->urls[k].last_modified);
+	*out = &hs->base;
+	return 0;
+}

@@ -1,0 +1,511 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lib/source/lazy.c: units fetched once and merged, pointers that stay
+ * valid, failures that leave nothing behind, many threads at once.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "source/cache.h"
+#include "source/source.h"
+#include "tap.h"
+
+#define UNIT (512u << 10)
+
+/* A source of @size bytes (byte i is i * 7 + i / 4096) with knobs. */
+struct fake {
+	struct kiln_source base;
+	atomic_int calls;
+	atomic_int fail;	/* fail this many fetches with -EIO */
+	atomic_ullong fetched;
+	uint64_t last_off, last_len;
+	unsigned int delay_us;
+};
+
+static uint8_t byte_at(uint64_t i)
+{
+	return (uint8_t)(i * 7 + i / 4096);
+}
+
+static int fake_fetch(struct kiln_source *src, void *dst, size_t len,
+		      uint64_t off)
+{
+	struct fake *f = (struct fake *)src;
+	uint8_t *d = dst;
+
+	atomic_fetch_add(&f->calls, 1);
+	if (f->delay_us)
+		usleep(f->delay_us);
+	if (atomic_load(&f->fail) > 0) {
+		atomic_fetch_sub(&f->fail, 1);
+		/* a partial body: what arrived must never be served */
+		memset(d, 0xEE, len / 2);
+		return -EIO;
+	}
+	for (size_t k = 0; k < len; k++)
+		d[k] = byte_at(off + k);
+	f->last_off = off;
+	f->last_len = len;
+	atomic_fetch_add(&f->fetched, len);
+	return 0;
+}
+
+static void fake_close(struct kiln_source *src)
+{
+	(void)src;
+}
+
+static const struct kiln_source_ops fake_ops = {
+	.fetch = fake_fetch,
+	.close = fake_close,
+};
+
+static const struct kiln_logger quiet;
+
+static void fake_init(struct fake *f, uint64_t size)
+{
+	memset(f, 0, sizeof(*f));
+	f->base.ops = &fake_ops;
+	f->base.lg = &quiet;
+	f->base.size = size;
+}
+
+static struct kiln_lazy *lazy_of(struct fake *f)
+{
+	struct kiln_lazy *lz = NULL;
+	char dir[] = "/tmp/kiln-test-source-XXXXXX";
+
+	if (!mkdtemp(dir))
+		return NULL;
+	if (kiln_lazy_open(&lz, &f->base, NULL, UNIT))
+		lz = NULL;
+	rmdir(dir);	/* the backing file is unlinked: the view keeps it */
+	return lz;
+}
+
+static bool bytes_ok(const uint8_t *p, uint64_t off, uint64_t len)
+{
+	for (uint64_t k = 0; k < len; k++)
+		if (p[k] != byte_at(off + k))
+			return false;
+	return true;
+}
+
+TEST(a_unit_is_fetched_once)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+
+	fake_init(&f, 5 * (uint64_t)UNIT + 100);
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	CHECK_EQ(kiln_lazy_ensure(lz, 10, 100), 0);
+	CHECK_EQ(kiln_lazy_ensure(lz, 1000, 4096), 0);
+	CHECK_EQ(atomic_load(&f.calls), 1);
+	CHECK_EQ(f.last_off, 0);
+	CHECK_EQ(f.last_len, UNIT);
+	CHECK(bytes_ok(kiln_lazy_map(lz) + 10, 10, UNIT - 10));
+	CHECK_EQ(atomic_load(&f.base.count.hits), 1);
+	CHECK_EQ(atomic_load(&f.base.count.misses), 1);
+	kiln_lazy_close(lz);
+}
+
+TEST(adjacent_missing_units_are_one_request)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+	uint64_t size = 5 * (uint64_t)UNIT + 100;
+
+	fake_init(&f, size);
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	CHECK_EQ(kiln_lazy_ensure(lz, 2 * (uint64_t)UNIT, 1), 0);
+	CHECK_EQ(atomic_load(&f.calls), 1);
+	/* units 0, 1 missing, 2 present, 3..5 missing: two requests */
+	CHECK_EQ(kiln_lazy_ensure(lz, 0, size), 0);
+	CHECK_EQ(atomic_load(&f.calls), 3);
+	CHECK_EQ(f.last_off, 3 * (uint64_t)UNIT);
+	CHECK_EQ(f.last_len, 2 * (uint64_t)UNIT + 100);	/* the short tail */
+	CHECK(bytes_ok(kiln_lazy_map(lz), 0, size));
+	kiln_lazy_close(lz);
+}
+
+TEST(reading_in_order_reads_ahead)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+	uint64_t size = 40 * (uint64_t)UNIT;
+
+	fake_init(&f, size);
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	CHECK_EQ(kiln_lazy_ensure(lz, 0, 100), 0);
+	CHECK_EQ(f.last_len, UNIT);
+	/* the next unit, right after a present one: a whole window comes */
+	CHECK_EQ(kiln_lazy_ensure(lz, UNIT, 100), 0);
+	CHECK_EQ(f.last_off, UNIT);
+	CHECK_EQ(f.last_len, KILN_LAZY_READAHEAD);
+	CHECK_EQ(atomic_load(&f.calls), 2);
+	/* everything in the window is served without a request */
+	CHECK_EQ(kiln_lazy_ensure(lz, UNIT, KILN_LAZY_READAHEAD), 0);
+	CHECK_EQ(atomic_load(&f.calls), 2);
+	/* a random miss far away fetches only its own unit */
+	CHECK_EQ(kiln_lazy_ensure(lz, 30 * (uint64_t)UNIT + 5, 10), 0);
+	CHECK_EQ(f.last_len, UNIT);
+	CHECK(bytes_ok(kiln_lazy_map(lz), 0, UNIT + KILN_LAZY_READAHEAD));
+	kiln_lazy_close(lz);
+}
+
+TEST(a_run_is_bounded)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+	uint64_t size = 3 * (uint64_t)KILN_LAZY_MAX_RUN;
+
+	fake_init(&f, size);
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	CHECK_EQ(kiln_lazy_ensure(lz, 0, size), 0);
+	CHECK_EQ(atomic_load(&f.calls), 3);
+	CHECK_EQ(f.last_len, KILN_LAZY_MAX_RUN);
+	kiln_lazy_close(lz);
+}
+
+TEST(a_failed_fetch_leaves_nothing_behind)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+
+	fake_init(&f, 2 * (uint64_t)UNIT);
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	atomic_store(&f.fail, 1);
+	CHECK_EQ(kiln_lazy_ensure(lz, UNIT, 10), -EIO);
+	CHECK_EQ(atomic_load(&f.base.count.failures), 1);
+	/* the next read fetches again and never sees the partial bytes */
+	CHECK_EQ(kiln_lazy_ensure(lz, UNIT, 10), 0);
+	CHECK_EQ(atomic_load(&f.calls), 2);
+	CHECK(bytes_ok(kiln_lazy_map(lz) + UNIT, UNIT, UNIT));
+	kiln_lazy_close(lz);
+}
+
+TEST(the_probe_head_is_kept)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+	uint8_t *head = malloc(UNIT);
+
+	CHECK(head != NULL);
+	if (!head)
+		return;
+	fake_init(&f, 3 * (uint64_t)UNIT);
+	for (uint64_t k = 0; k < UNIT; k++)
+		head[k] = byte_at(k);
+	f.base.head = head;
+	f.base.head_len = UNIT;
+	lz = lazy_of(&f);
+	if (lz) {
+		CHECK_EQ(kiln_lazy_ensure(lz, 0, UNIT), 0);
+		CHECK_EQ(atomic_load(&f.calls), 0);
+		CHECK(bytes_ok(kiln_lazy_map(lz), 0, UNIT));
+	}
+	CHECK(lz != NULL);
+	kiln_lazy_close(lz);
+	free(head);
+}
+
+struct reader {
+	struct kiln_lazy *lz;
+	uint64_t size;
+	unsigned int seed;
+	int bad;
+};
+
+static void *read_random(void *arg)
+{
+	struct reader *r = arg;
+
+	for (int i = 0; i < 300; i++) {
+		uint64_t off = (uint64_t)rand_r(&r->seed) % r->size;
+		uint64_t len = 1 + (uint64_t)rand_r(&r->seed) % (3 * UNIT);
+
+		if (len > r->size - off)
+			len = r->size - off;
+		if (kiln_lazy_ensure(r->lz, off, len) ||
+		    !bytes_ok(kiln_lazy_map(r->lz) + off, off, len))
+			r->bad++;
+	}
+	return NULL;
+}
+
+TEST(threads_share_units_and_see_right_bytes)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+	struct reader r[6];
+	pthread_t t[6];
+	uint64_t size = 40 * (uint64_t)UNIT + 12345;
+
+	fake_init(&f, size);
+	f.delay_us = 200;
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	for (int k = 0; k < 6; k++) {
+		r[k] = (struct reader){ .lz = lz, .size = size,
+					.seed = (unsigned int)k + 1 };
+		pthread_create(&t[k], NULL, read_random, &r[k]);
+	}
+	for (int k = 0; k < 6; k++) {
+		pthread_join(t[k], NULL);
+		CHECK_EQ(r[k].bad, 0);
+	}
+	/* every unit came exactly once */
+	CHECK(atomic_load(&f.fetched) <= size);
+	kiln_lazy_close(lz);
+}
+
+TEST(a_huge_claimed_size_is_refused)
+{
+	struct fake f;
+	struct kiln_lazy *lz = NULL;
+
+	fake_init(&f, 1ull << 60);
+	CHECK_EQ(kiln_lazy_open(&lz, &f.base, NULL, UNIT), -EFBIG);
+	CHECK(lz == NULL);
+}
+
+/* -- the chunk cache ----------------------------------------------------- */
+
+static char *cache_dir(void)
+{
+	static char dir[64];
+
+	snprintf(dir, sizeof(dir), "/tmp/kiln-test-cache-XXXXXX");
+	return mkdtemp(dir);
+}
+
+static void rm_rf(const char *dir)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd))
+		printf("# could not remove %s\n", dir);
+}
+
+static uint8_t *pattern(size_t len, uint8_t seed)
+{
+	uint8_t *p = malloc(len);
+
+	for (size_t k = 0; p && k < len; k++)
+		p[k] = (uint8_t)(k * 13 + seed);
+	return p;
+}
+
+/* The one chunk file of unit @unit under @dir (a single image). */
+static bool chunk_path(const char *dir, uint64_t unit, char *out, size_t cap)
+{
+	char top[128];
+	struct dirent *e;
+	DIR *d;
+	bool found = false;
+
+	snprintf(top, sizeof(top), "%s/v1", dir);
+	d = opendir(top);
+	while (d && (e = readdir(d)))
+		if (strlen(e->d_name) == 16) {
+			snprintf(out, cap, "%s/%s/%016llx", top, e->d_name,
+				 (unsigned long long)unit);
+			found = true;
+		}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+TEST(cache_round_trip_and_identity)
+{
+	char *dir = cache_dir();
+	struct kiln_cache *c = NULL, *other = NULL;
+	uint8_t *a = pattern(UNIT, 1), *b = malloc(UNIT);
+
+	CHECK(dir && a && b);
+	if (!dir || !a || !b)
+		goto out;
+	CHECK_EQ(kiln_cache_open(&c, dir, "http://x/i", "10 \"e1\"", UNIT, 0,
+				 &quiet), 0);
+	CHECK(!kiln_cache_load(c, 3, b, UNIT));
+	kiln_cache_store(c, 3, a, UNIT);
+	CHECK(kiln_cache_load(c, 3, b, UNIT));
+	CHECK(!memcmp(a, b, UNIT));
+	/* the same URL now showing another ETag: the old chunk is not served */
+	CHECK_EQ(kiln_cache_open(&other, dir, "http://x/i", "10 \"e2\"", UNIT,
+				 0, &quiet), 0);
+	CHECK(!kiln_cache_load(other, 3, b, UNIT));
+	kiln_cache_close(other);
+	kiln_cache_close(c);
+out:
+	free(a);
+	free(b);
+	if (dir)
+		rm_rf(dir);
+}
+
+TEST(a_damaged_or_torn_chunk_is_dropped)
+{
+	char *dir = cache_dir(), path[256], tmp[300];
+	struct kiln_cache *c = NULL;
+	struct kiln_cache_info info;
+	uint8_t *a = pattern(UNIT, 2), *b = malloc(UNIT), x;
+	int fd;
+
+	CHECK(dir && a && b);
+	if (!dir || !a || !b)
+		goto out;
+	CHECK_EQ(kiln_cache_open(&c, dir, "http://x/i", "10 \"e\"", UNIT, 0,
+				 &quiet), 0);
+	kiln_cache_store(c, 0, a, UNIT);
+	kiln_cache_store(c, 1, a, UNIT);
+	CHECK(chunk_path(dir, 0, path, sizeof(path)));
+	/* one flipped byte: verify finds it, a load never returns it */
+	fd = open(path, O_RDWR);
+	CHECK(fd >= 0);
+	CHECK_EQ(pread(fd, &x, 1, 64 + 1000), 1);
+	x ^= 0x20;
+	CHECK_EQ(pwrite(fd, &x, 1, 64 + 1000), 1);
+	close(fd);
+	CHECK_EQ(kiln_cache_verify(dir, &info, NULL, NULL), 0);
+	CHECK_EQ(info.chunks, 2);
+	CHECK_EQ(info.bad, 1);
+	CHECK(!kiln_cache_load(c, 0, b, UNIT));
+	/* a chunk cut short (a writer killed before the rename is not seen
+	 * at all; this is the file itself cut) is dropped too */
+	CHECK(chunk_path(dir, 1, path, sizeof(path)));
+	CHECK_EQ(truncate(path, 64 + UNIT / 2), 0);
+	CHECK(!kiln_cache_load(c, 1, b, UNIT));
+	CHECK(access(path, F_OK) != 0);
+	/* a temporary left by a killed writer is not a chunk */
+	snprintf(tmp, sizeof(tmp), "%.*s/.0000000000000002-1",
+		 (int)(strrchr(path, '/') - path), path);
+	fd = open(tmp, O_WRONLY | O_CREAT, 0600);
+	CHECK(fd >= 0);
+	if (fd >= 0) {
+		CHECK_EQ(write(fd, a, 100), 100);
+		close(fd);
+	}
+	CHECK(!kiln_cache_load(c, 2, b, UNIT));
+	CHECK_EQ(kiln_cache_stat(dir, &info), 0);
+	CHECK_EQ(info.chunks, 0);
+	kiln_cache_close(c);
+out:
+	free(a);
+	free(b);
+	if (dir)
+		rm_rf(dir);
+}
+
+TEST(eviction_keeps_the_cap_and_drops_the_oldest)
+{
+	char *dir = cache_dir();
+	struct kiln_cache *c = NULL;
+	struct kiln_cache_info info;
+	uint8_t *a = pattern(UNIT, 3), *b = malloc(UNIT);
+	uint64_t cap = 3 * (uint64_t)(UNIT + 64);
+
+	CHECK(dir && a && b);
+	if (!dir || !a || !b)
+		goto out;
+	CHECK_EQ(kiln_cache_open(&c, dir, "http://x/i", "99 \"e\"", UNIT, cap,
+				 &quiet), 0);
+	for (uint64_t u = 0; u < 3; u++) {
+		kiln_cache_store(c, u, a, UNIT);
+		usleep(20000);	/* distinct mtimes */
+	}
+	/* unit 0 used again: unit 1 is now the least recently used */
+	CHECK(kiln_cache_load(c, 0, b, UNIT));
+	usleep(20000);
+	kiln_cache_store(c, 3, a, UNIT);
+	CHECK_EQ(kiln_cache_stat(dir, &info), 0);
+	CHECK_EQ(info.chunks, 3);
+	CHECK(info.bytes <= cap);
+	CHECK(kiln_cache_load(c, 0, b, UNIT));
+	CHECK(!kiln_cache_load(c, 1, b, UNIT));
+	CHECK(kiln_cache_load(c, 2, b, UNIT));
+	CHECK(kiln_cache_load(c, 3, b, UNIT));
+	/* many more: never past the cap */
+	for (uint64_t u = 10; u < 20; u++)
+		kiln_cache_store(c, u, a, UNIT);
+	CHECK_EQ(kiln_cache_stat(dir, &info), 0);
+	CHECK(info.bytes <= cap);
+	CHECK_EQ(kiln_cache_clear(dir, &info), 0);
+	CHECK_EQ(kiln_cache_stat(dir, &info), 0);
+	CHECK_EQ(info.chunks, 0);
+	kiln_cache_close(c);
+out:
+	free(a);
+	free(b);
+	if (dir)
+		rm_rf(dir);
+}
+
+TEST(the_view_loads_from_the_cache_before_fetching)
+{
+	char *dir = cache_dir();
+	struct kiln_cache *c = NULL;
+	struct kiln_lazy *lz = NULL;
+	struct fake f;
+	uint64_t size = 4 * (uint64_t)UNIT;
+
+	CHECK(dir != NULL);
+	if (!dir)
+		return;
+	fake_init(&f, size);
+	strcpy(f.base.identity, "4 \"e\"");
+	for (int round = 0; round < 2; round++) {
+		CHECK_EQ(kiln_cache_open(&c, dir, "http://x/v", f.base.identity,
+					 UNIT, 0, &quiet), 0);
+		CHECK_EQ(kiln_lazy_open(&lz, &f.base, c, UNIT), 0);
+		if (!lz)
+			break;
+		CHECK_EQ(kiln_lazy_ensure(lz, 0, size), 0);
+		CHECK(bytes_ok(kiln_lazy_map(lz), 0, size));
+		kiln_lazy_close(lz);
+	}
+	/* the second view found every unit in the cache */
+	CHECK_EQ(atomic_load(&f.calls), 1);
+	rm_rf(dir);
+}
+
+TAP_MAIN(TAP_ENTRY(a_unit_is_fetched_once),
+	 TAP_ENTRY(adjacent_missing_units_are_one_request),
+	 TAP_ENTRY(reading_in_order_reads_ahead),
+	 TAP_ENTRY(a_run_is_bounded),
+	 TAP_ENTRY(a_failed_fetch_leaves_nothing_behind),
+	 TAP_ENTRY(the_probe_head_is_kept),
+	 TAP_ENTRY(threads_share_units_and_see_right_bytes),
+	 TAP_ENTRY(a_huge_claimed_size_is_refused),
+	 TAP_ENTRY(cache_round_trip_and_identity),
+	 TAP_ENTRY(a_damaged_or_torn_chunk_is_dropped),
+	 TAP_ENTRY(eviction_keeps_the_cap_and_drops_the_oldest),
+	 TAP_ENTRY(the_view_loads_from_the_cache_before_fetching))
