@@ -42,11 +42,11 @@ apt_source() {
 		: > "$APT_DIR/updated"
 	fi
 	(
-		cd "$APT_DIR/src"
+		cd "$APT_DIR/src" || exit 1
 		rm -rf "$1"-*/ "$1"_*
 		APT_CONFIG=$APT_DIR/apt.conf apt-get source -qq \
 			--download-only -o Debug::NoLocking=1 "$1"
-	) >&2
+	) >&2 || return 1
 	apt_dsc=$(apt_last_of "$APT_DIR/src/$1"_*.dsc)
 	if [ -z "$apt_dsc" ]; then
 		echo "$0: no source package for $1" >&2
