@@ -652,8 +652,8 @@ static const struct build_option {
 			"'kiln info --kernels' lists the features)" },
 	  set_kernel },
 	{ { "pcluster-size", 'C', "BYTES", "largest pcluster (classic "
-			"layout; default 16384 for lz4, lz4hc and deflate, "
-			"65536 for lzma, 131072 for zstd; one block before "
+			"layout; default 16384 for deflate, 65536 for lz4, "
+			"lz4hc and lzma, 131072 for zstd; one block before "
 			"Linux 5.13) "
 			"or extent input size (extents layout, default "
 			"65536)" }, set_pcluster_size },
