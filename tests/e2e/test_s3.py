@@ -273,6 +273,11 @@ def test_every_command_same_bytes(kiln, s3, tmp_path, srcfs, style):
         seen = s3.front.log[before:]
         assert seen and all(k == KEY_ID and s in (200, 206)
                             for k, s in seen), seen
+        # the cache keys the s3:// name: --offline serves it, no request
+        before = len(s3.front.log)
+        assert kiln.ok("ls", "-R", "-l", "-a", "--offline", *opts, url,
+                       env=env).out == a.out
+        assert len(s3.front.log) == before
 
 
 def test_wrong_secret_is_refused_clearly(kiln, s3, tmp_path):

@@ -99,7 +99,7 @@ enum { CLI_OPT_DEVICE = 0x1000 };
 	  "in device-table order" }
 
 /*
- * Options for an image given as an http:// or https:// URL (every
+ * Options for an image given as an http://, https:// or s3:// URL (every
  * command that reads an image takes them; a local image ignores them).
  */
 #define CLI_MAX_MIRRORS 16
