@@ -356,10 +356,11 @@ static enum outcome request_once(struct http_source *hs, struct http_url *u,
 	}
 	curl_easy_reset(c);
 	if (u->s3) {
+		struct curl_slist *t;
+
 		/* a header, not CURLOPT_RANGE, so that the signature covers it */
 		snprintf(rhdr, sizeof(rhdr), "Range: bytes=%s", range);
-		struct curl_slist *t = curl_slist_append(hdrs, rhdr);
-
+		t = curl_slist_append(hdrs, rhdr);
 		if (!t || kiln_s3_sign(&hs->s3, c, &t, NULL, NULL)) {
 			curl_slist_free_all(t ? t : hdrs);
 			handle_put(hs, h);

@@ -201,6 +201,7 @@ int kiln_s3_parse_credentials(const char *text, size_t len,
 		size_t n = nl ? (size_t)(nl - (text + pos)) : len - pos, vn;
 		const char *s, *eq, *v;
 		char *name;
+		int err;
 
 		line++;
 		if (n > KILN_S3_LINE_MAX) {
@@ -255,8 +256,7 @@ int kiln_s3_parse_credentials(const char *text, size_t len,
 		v = eq + 1;
 		vn = n - (size_t)(v - s);
 		v = trim((char *)v, &vn);
-		int err = 0;
-
+		err = 0;
 		if (!strcasecmp(name, "aws_access_key_id"))
 			err = set_value(cr->key_id, sizeof(cr->key_id), v, vn,
 					path, line, name, why, why_cap);
