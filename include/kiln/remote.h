@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Remote images: kiln_image_open() also takes an http:// or https:// URL,
- * read lazily in ranges, with the options below (docs/remote.md).
+ * Remote images: kiln_image_open() also takes an http://, https:// or
+ * s3:// URL, read lazily in ranges, with the options below (docs/remote.md).
  */
 #ifndef KILN_REMOTE_H
 #define KILN_REMOTE_H
@@ -29,6 +29,8 @@ enum kiln_remote_flags {
 	 * read waits for bytes.
 	 */
 	KILN_REMOTE_PREFETCH_ALL = 1u << 3,
+	/* s3:// URLs as ENDPOINT/BUCKET/KEY, not BUCKET.ENDPOINT/KEY */
+	KILN_REMOTE_S3_PATH_STYLE = 1u << 4,
 };
 
 struct kiln_remote_opts {
@@ -65,12 +67,19 @@ struct kiln_remote_opts {
 				   512 KiB; 0: 512 KiB */
 	uint64_t cache_size;
 	uint64_t prefetch_rate;	/* bytes a second; 0: 16 MiB/s */
+	/*
+	 * s3://BUCKET/KEY: the S3-compatible endpoint (http:// or https://
+	 * and a host; NULL: AWS's) and the region requests are signed for
+	 * (NULL: $AWS_REGION, $AWS_DEFAULT_REGION, else us-east-1).
+	 */
+	const char *s3_endpoint;
+	const char *s3_region;
 };
 
 /* Fill @o with the defaults (struct_size set, everything else 0). */
 KILN_API void kiln_remote_opts_init(struct kiln_remote_opts *o);
 
-/* Whether @path names a remote image (http:// or https://). */
+/* Whether @path names a remote image (http://, https:// or s3://). */
 KILN_API int kiln_is_url(const char *path);
 
 /* What a remote image's reads cost so far (all zero for a local image). */

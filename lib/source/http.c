@@ -4,8 +4,11 @@
  * the object seen at open (If-Match, or If-Unmodified-Since), every reply
  * checked (status, Content-Range, length, identity) before a byte is kept,
  * bounded retries with jittered exponential backoff honouring Retry-After,
- * and mirror URLs tried in turn.
+ * and mirror URLs tried in turn. An s3:// URL is its http(s) URL with
+ * each request signed (s3.c); a refusal (401, 403) reads the credentials
+ * again and tries once more.
  */
+#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -17,6 +20,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "source/s3.h"
 #include "source/source.h"
 #include "util/checked.h"
 
@@ -35,6 +39,7 @@ struct http_url {
 	pthread_mutex_t probe_lock;
 	atomic_bool probed;
 	atomic_bool dead;	/* refused for good (404, TLS, no ranges) */
+	bool s3;		/* an s3:// URL: requests are signed */
 	char etag[200];		/* strong ETag, "" if none */
 	char last_modified[64];	/* "" if none */
 };
@@ -57,6 +62,8 @@ struct http_source {
 	struct http_handle *idle;
 	atomic_bool changed;	/* the object was replaced: every read fails */
 	atomic_uint_fast64_t rng;
+	bool has_s3;		/* @s3 is set up */
+	struct kiln_s3 s3;
 };
 
 /* One request's reply, as the callbacks see it. */
@@ -71,6 +78,8 @@ struct xfer {
 	char last_modified[64];
 	char content_range[128];
 	long retry_after_ms;	/* -1: none */
+	char err_body[1024];	/* start of an error reply's body */
+	size_t err_len;
 };
 
 enum outcome {
@@ -91,7 +100,8 @@ static void curl_init(void)
 KILN_API int kiln_is_url(const char *path)
 {
 	return path && (!strncasecmp(path, "http://", 7) ||
-			!strncasecmp(path, "https://", 8));
+			!strncasecmp(path, "https://", 8) ||
+			kiln_s3_is_url(path));
 }
 
 KILN_API void kiln_remote_opts_init(struct kiln_remote_opts *o)
@@ -213,8 +223,14 @@ static size_t on_body(char *b, size_t size, size_t n, void *ctx)
 	size_t len = size * n;
 
 	/* only the body of the reply we act on is kept */
-	if (x->status != 206 && x->status != 200)
+	if (x->status != 206 && x->status != 200) {
+		size_t room = sizeof(x->err_body) - 1 - x->err_len;
+
+		memcpy(x->err_body + x->err_len, b, KILN_MIN(room, len));
+		x->err_len += KILN_MIN(room, len);
+		x->err_body[x->err_len] = '\0';
 		return len;
+	}
 	if (x->status == 200 && !x->whole_ok) {
 		x->overflow = true;
 		return CURL_WRITEFUNC_ERROR;
@@ -280,16 +296,37 @@ static bool etag_strong(const char *etag)
 }
 
 /*
+ * S3's reason for an error reply (its <Code>), printable characters only,
+ * appended to @why.
+ */
+static void s3_reason(const struct xfer *x, char *why, size_t why_cap)
+{
+	const char *a = strstr(x->err_body, "<Code>"), *b;
+	size_t n = strlen(why);
+	char code[64];
+	size_t k = 0;
+
+	if (!a || !(b = strstr(a, "</Code>")))
+		return;
+	for (a += 6; a < b && k < sizeof(code) - 1; a++)
+		if (isalnum((unsigned char)*a) || *a == '.' || *a == '-')
+			code[k++] = *a;
+	code[k] = '\0';
+	if (k && n < why_cap)
+		snprintf(why + n, why_cap - n, " (%s)", code);
+}
+
+/*
  * One GET of [@off, @off + @len) from URL @u into @dst (may be NULL with
  * @len 0 for a probe of bytes 0..@len-1 of unknown total: see
  * probe()). @budget_ms caps the request. Sets *@why on failure.
  */
-static enum outcome request(struct http_source *hs, struct http_url *u,
-			    struct xfer *x, uint64_t off, size_t len,
-			    bool pin, uint64_t budget_ms, char *why,
-			    size_t why_cap)
+static enum outcome request_once(struct http_source *hs, struct http_url *u,
+				 struct xfer *x, uint64_t off, size_t len,
+				 bool pin, uint64_t budget_ms, char *why,
+				 size_t why_cap)
 {
-	char range[64], errbuf[CURL_ERROR_SIZE] = "", cond[300];
+	char range[64], errbuf[CURL_ERROR_SIZE] = "", cond[300], rhdr[80];
 	struct curl_slist *hdrs = NULL;
 	struct http_handle *h;
 	CURL *c = handle_get(hs, &h);
@@ -305,6 +342,8 @@ static enum outcome request(struct http_source *hs, struct http_url *u,
 	x->status = 0;
 	x->retry_after_ms = -1;
 	x->etag[0] = x->last_modified[0] = x->content_range[0] = '\0';
+	x->err_len = 0;
+	x->err_body[0] = '\0';
 	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, off,
 		 off + len - 1);
 	if (pin && etag_strong(u->etag)) {
@@ -316,8 +355,23 @@ static enum outcome request(struct http_source *hs, struct http_url *u,
 		hdrs = curl_slist_append(hdrs, cond);
 	}
 	curl_easy_reset(c);
+	if (u->s3) {
+		struct curl_slist *t;
+
+		/* a header, not CURLOPT_RANGE, so that the signature covers it */
+		snprintf(rhdr, sizeof(rhdr), "Range: bytes=%s", range);
+		t = curl_slist_append(hdrs, rhdr);
+		if (!t || kiln_s3_sign(&hs->s3, c, &t, NULL, NULL)) {
+			curl_slist_free_all(t ? t : hdrs);
+			handle_put(hs, h);
+			snprintf(why, why_cap, "out of memory");
+			return RETRY;
+		}
+		hdrs = t;
+	} else {
+		curl_easy_setopt(c, CURLOPT_RANGE, range);
+	}
 	curl_easy_setopt(c, CURLOPT_URL, u->url);
-	curl_easy_setopt(c, CURLOPT_RANGE, range);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -397,9 +451,38 @@ static enum outcome request(struct http_source *hs, struct http_url *u,
 		return RETRY;
 	default:
 		snprintf(why, why_cap, "HTTP %ld", x->status);
+		if (u->s3)
+			s3_reason(x, why, why_cap);
 		return URL_FAILED;
 	}
 	return out;
+}
+
+/*
+ * request_once(), and for an s3:// URL refused with 401 or 403 (the
+ * credentials may have expired or been rotated) once more with the
+ * credentials read again.
+ */
+static enum outcome request(struct http_source *hs, struct http_url *u,
+			    struct xfer *x, uint64_t off, size_t len,
+			    bool pin, uint64_t budget_ms, char *why,
+			    size_t why_cap)
+{
+	uint64_t t0 = now_ms(), spent;
+	enum outcome o = request_once(hs, u, x, off, len, pin, budget_ms,
+				      why, why_cap);
+
+	if (o != URL_FAILED || !u->s3 ||
+	    (x->status != 401 && x->status != 403))
+		return o;
+	kiln_log(hs->base.lg, KILN_LOG_WARN, "%s; reading the S3 credentials again",
+		 why);
+	kiln_s3_reload(&hs->s3);
+	spent = now_ms() - t0;
+	if (spent >= budget_ms)
+		return o;
+	return request_once(hs, u, x, off, len, pin, budget_ms - spent, why,
+			    why_cap);
 }
 
 /* Whether reply @x still shows the object URL @u showed when probed. */
@@ -662,6 +745,8 @@ static void http_close(struct kiln_source *src)
 	}
 	free(hs->urls);
 	free(hs->ca_file);
+	if (hs->has_s3)
+		kiln_s3_release(&hs->s3);
 	free(hs->base.head);
 	pthread_mutex_destroy(&hs->lock);
 	free(hs);
@@ -677,11 +762,39 @@ static long pick(size_t have, size_t n, unsigned int v, unsigned int def)
 	return (long)(have >= n && v ? v : def);
 }
 
+/* URL @u is s3:// URL @s: the http(s) URL it names, signed requests. */
+static int s3_url(struct http_source *hs, struct http_url *u, const char *s,
+		  const char *endpoint, const char *region)
+{
+	char why[512];
+	int err;
+
+	if (!hs->has_s3) {
+		err = kiln_s3_init(&hs->s3, region, hs->base.lg);
+		if (err)
+			return err;
+		hs->has_s3 = true;
+	}
+	err = kiln_s3_url(&u->url, s, endpoint, hs->s3.region,
+			  hs->flags & KILN_REMOTE_S3_PATH_STYLE, why,
+			  sizeof(why));
+	if (err) {
+		kiln_log(hs->base.lg, KILN_LOG_ERROR, "%s: %s", s, why);
+		return err;
+	}
+	u->s3 = true;
+	kiln_log(hs->base.lg, KILN_LOG_DEBUG, "%s is %s, %s", s, u->url,
+		 hs->s3.creds.key_id[0] ? "signed" : "unsigned (no credentials)");
+	return 0;
+}
+
 static int http_setup(struct http_source *hs, const char *url,
 		      const struct kiln_remote_opts *o)
 {
 	size_t n = o ? o->struct_size : 0;
+	const char *endpoint = NULL, *region = NULL;
 	unsigned int mirrors = 0;
+	int err;
 
 #define AT(f) (offsetof(struct kiln_remote_opts, f) + sizeof(o->f))
 	if (n >= AT(nr_mirrors) && o->mirrors)
@@ -701,23 +814,33 @@ static int http_setup(struct http_source *hs, const char *url,
 			   n ? o->read_timeout_ms : 0, DEF_READ_MS);
 	hs->retries = n >= AT(retries) && o->retries ?
 		      (o->retries == ~0u ? 0 : o->retries) : DEF_RETRIES;
+	if (n >= AT(s3_region)) {
+		endpoint = o->s3_endpoint;
+		region = o->s3_region;
+	}
 #undef AT
 	hs->urls = calloc(1 + (size_t)mirrors, sizeof(*hs->urls));
 	if (!hs->urls)
 		return -ENOMEM;
 	for (unsigned int k = 0; k <= mirrors; k++) {
 		const char *s = k ? o->mirrors[k - 1] : url;
+		struct http_url *u = &hs->urls[k];
 
 		if (!kiln_is_url(s)) {
 			kiln_log(hs->base.lg, KILN_LOG_ERROR,
-				 "mirror %s: not an http:// or https:// URL", s);
+				 "mirror %s: not an http://, https:// or s3:// URL",
+				 s);
 			return -EINVAL;
 		}
-		hs->urls[k].url = strdup(s);
-		pthread_mutex_init(&hs->urls[k].probe_lock, NULL);
+		pthread_mutex_init(&u->probe_lock, NULL);
 		hs->nr_urls = k + 1;
-		if (!hs->urls[k].url)
+		if (kiln_s3_is_url(s)) {
+			err = s3_url(hs, u, s, endpoint, region);
+			if (err)
+				return err;
+		} else if (!(u->url = strdup(s))) {
 			return -ENOMEM;
+		}
 	}
 	return 0;
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <kiln/kiln.h>
 
@@ -330,7 +331,7 @@ int cli_remote_option(const struct cli_spec *spec, struct cli_devices *devs,
 					       CLI_MAX_MIRRORS);
 		if (!kiln_is_url(arg))
 			return cli_usage_error(spec, "--mirror: '%s' is not an "
-					       "http:// or https:// URL", arg);
+					       "http://, https:// or s3:// URL", arg);
 		r->mirrors[o->nr_mirrors++] = arg;
 		o->mirrors = r->mirrors;
 		return 0;
@@ -372,6 +373,19 @@ int cli_remote_option(const struct cli_spec *spec, struct cli_devices *devs,
 		return 0;
 	case CLI_OPT_NO_CACHE:
 		o->flags |= KILN_REMOTE_NO_CACHE;
+		return 0;
+	case CLI_OPT_S3_ENDPOINT:
+		if (strncasecmp(arg, "http://", 7) &&
+		    strncasecmp(arg, "https://", 8))
+			return cli_usage_error(spec, "--s3-endpoint: '%s' is not "
+					       "an http:// or https:// URL", arg);
+		o->s3_endpoint = arg;
+		return 0;
+	case CLI_OPT_S3_REGION:
+		o->s3_region = arg;
+		return 0;
+	case CLI_OPT_S3_PATH_STYLE:
+		o->flags |= KILN_REMOTE_S3_PATH_STYLE;
 		return 0;
 	case CLI_OPT_OFFLINE:
 		o->flags |= KILN_REMOTE_OFFLINE;

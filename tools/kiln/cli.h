@@ -99,7 +99,7 @@ enum { CLI_OPT_DEVICE = 0x1000 };
 	  "in device-table order" }
 
 /*
- * Options for an image given as an http:// or https:// URL (every
+ * Options for an image given as an http://, https:// or s3:// URL (every
  * command that reads an image takes them; a local image ignores them).
  */
 #define CLI_MAX_MIRRORS 16
@@ -118,7 +118,10 @@ enum {
 	CLI_OPT_OFFLINE,
 	CLI_OPT_PREFETCH,
 	CLI_OPT_PREFETCH_RATE,
-	CLI_OPT_REMOTE_LAST = CLI_OPT_PREFETCH_RATE,
+	CLI_OPT_S3_ENDPOINT,
+	CLI_OPT_S3_REGION,
+	CLI_OPT_S3_PATH_STYLE,
+	CLI_OPT_REMOTE_LAST = CLI_OPT_S3_PATH_STYLE,
 };
 
 #define CLI_REMOTE_OPTIONS \
@@ -150,7 +153,14 @@ enum {
 	{ "prefetch", CLI_OPT_PREFETCH, "all", "URL: fetch the whole image " \
 	  "in the background, metadata first, yielding to reads" }, \
 	{ "prefetch-rate", CLI_OPT_PREFETCH_RATE, "SIZE", "URL: bytes a " \
-	  "second the prefetch may take (default 16M)" }
+	  "second the prefetch may take (default 16M)" }, \
+	{ "s3-endpoint", CLI_OPT_S3_ENDPOINT, "URL", "s3://: an " \
+	  "S3-compatible server, http(s)://HOST[:PORT] (default: AWS)" }, \
+	{ "s3-region", CLI_OPT_S3_REGION, "REGION", "s3://: the region " \
+	  "requests are signed for (default: $AWS_REGION, " \
+	  "$AWS_DEFAULT_REGION, else us-east-1)" }, \
+	{ "s3-path-style", CLI_OPT_S3_PATH_STYLE, NULL, "s3://: " \
+	  "ENDPOINT/BUCKET/KEY, not BUCKET.ENDPOINT/KEY" }
 
 struct cli_remote {
 	struct kiln_remote_opts opts;
