@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * One HTTP reply: the header lines and body pieces libcurl hands over,
- * kept in a struct kiln_http_reply, and the checks (status, identity,
- * Content-Range, length) that decide whether its bytes are the ones asked
- * for. Every field comes from a server and is treated as hostile: header
- * lines are not NUL-terminated, values are truncated to their fields.
+ * One HTTP reply as libcurl hands it over (header lines without a NUL,
+ * body pieces) and the checks that decide whether its bytes are the ones
+ * asked for: status, identity, Content-Range, length. All of it hostile.
  */
 #include <curl/curl.h>
 #include <inttypes.h>
@@ -146,11 +144,10 @@ static bool parse_u64(const char **p, char stop, uint64_t *v)
 
 	if (*s < '0' || *s > '9')
 		return false;
-	for (; *s >= '0' && *s <= '9'; s++) {
-		if (x > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+	for (; *s >= '0' && *s <= '9'; s++)
+		if (kiln_mul_overflow(x, 10, &x) ||
+		    kiln_add_overflow(x, (uint64_t)(*s - '0'), &x))
 			return false;
-		x = x * 10 + (uint64_t)(*s - '0');
-	}
 	if (*s != stop)
 		return false;
 	*p = stop ? s + 1 : s;
