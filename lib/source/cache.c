@@ -34,6 +34,7 @@
 
 #define CHUNK_MAGIC	"KILNCHK1"
 #define DEF_CAP		(4ull << 30)
+#define IDENTITY_MAX	(64u << 10)	/* bytes of an identity file */
 
 struct chunk_header {
 	char magic[8];
@@ -119,24 +120,67 @@ static int lock_top(const char *top, int how)
 	return fd;
 }
 
+/* Read a whole chunk file @fd (len bytes of data expected). */
+static bool read_all(int fd, void *buf, size_t len, off_t off)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = pread(fd, p, len, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		p += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return true;
+}
+
+/*
+ * The identity file at @path, NUL-terminated (to free), at most
+ * IDENTITY_MAX bytes: a URL may be long (a presigned one is kilobytes).
+ * NULL when missing, unreadable or larger.
+ */
+static char *identity_load(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	char *text = NULL;
+
+	if (fd < 0)
+		return NULL;
+	if (!fstat(fd, &st) && S_ISREG(st.st_mode) &&
+	    st.st_size < IDENTITY_MAX &&
+	    (text = malloc((size_t)st.st_size + 1)) &&
+	    !read_all(fd, text, (size_t)st.st_size, 0)) {
+		free(text);
+		text = NULL;
+	}
+	if (text)
+		text[st.st_size] = '\0';
+	close(fd);
+	return text;
+}
+
 /* The identity file: rewritten (and the old chunks dropped) on change. */
 static int check_identity(struct kiln_cache *c, const char *text)
 {
-	char path[4200], old[1200] = "";
-	ssize_t n = 0;
+	char path[4200], *old;
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/identity", c->dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, old, sizeof(old) - 1);
-		close(fd);
-	}
-	if (n > 0 && (size_t)n == strlen(text) && !memcmp(old, text, (size_t)n))
+	old = identity_load(path);
+	if (old && !strcmp(old, text)) {
+		free(old);
 		return 0;
-	if (n > 0)
+	}
+	if (old && old[0])
 		kiln_log(c->lg, KILN_LOG_INFO,
 			 "cache: the image changed on the server; its old chunks are dropped");
+	free(old);
 	/* chunks of the old object stay unreadable: their identity differs */
 	snprintf(path, sizeof(path), "%s/.identity-%d", c->dir, (int)getpid());
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -200,25 +244,6 @@ int kiln_cache_open(struct kiln_cache **out, const char *dir,
 	}
 	*out = c;
 	return 0;
-}
-
-/* Read a whole chunk file @fd (len bytes of data expected). */
-static bool read_all(int fd, void *buf, size_t len, off_t off)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pread(fd, p, len, off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return false;
-		p += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return true;
 }
 
 /*
@@ -550,12 +575,11 @@ static int survey_one(void *ctx, const char *path, const char *name,
 		      const struct stat *st)
 {
 	struct survey *s = ctx;
-	char idpath[4200], text[1200] = "";
+	char idpath[4200], *text;
 	const char *why = "";
-	struct chunk_header h;
 	uint64_t unit, identity;
 	char *slash;
-	int fd, rc;
+	int rc;
 
 	if (!is_chunk_name(name))
 		return 0;
@@ -576,16 +600,11 @@ static int survey_one(void *ctx, const char *path, const char *name,
 	if (!slash)
 		return 0;
 	snprintf(slash, sizeof(idpath) - (size_t)(slash - idpath), "/identity");
-	fd = open(idpath, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t n = read(fd, text, sizeof(text) - 1);
-
-		text[n > 0 ? n : 0] = '\0';
-		close(fd);
-	}
+	text = identity_load(idpath);
 	/* "url\nidentity\nunit\n": the middle line */
 	{
-		char *a = strchr(text, '\n'), *b = a ? strchr(a + 1, '\n') : NULL;
+		char *a = text ? strchr(text, '\n') : NULL;
+		char *b = a ? strchr(a + 1, '\n') : NULL;
 
 		if (!a || !b) {
 			identity = 0;
@@ -594,8 +613,8 @@ static int survey_one(void *ctx, const char *path, const char *name,
 			identity = XXH3_64bits(a + 1, strlen(a + 1));
 		}
 	}
+	free(text);
 	unit = strtoull(name, NULL, 16);
-	(void)h;
 	rc = chunk_check(path, unit, identity, NULL, 0, &why);
 	if (rc < 0) {
 		s->info->bad++;
@@ -663,10 +682,8 @@ KILN_API int kiln_cache_clear(const char *dir, struct kiln_cache_info *info)
 int kiln_cache_known(const char *dir, const char *url, uint32_t unit,
 		     char **identity, uint64_t *size)
 {
-	char *top = top_of(dir), *text = NULL, path[4200], buf[1200];
+	char *top = top_of(dir), *text = NULL, path[4200], *buf;
 	char *a, *b;
-	ssize_t n;
-	int fd;
 
 	*identity = NULL;
 	if (!top || asprintf(&text, "%s\n%u\n", url, unit) < 0) {
@@ -677,18 +694,19 @@ int kiln_cache_known(const char *dir, const char *url, uint32_t unit,
 		 (uint64_t)XXH3_64bits(text, strlen(text)));
 	free(text);
 	free(top);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -ENOENT;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
-	a = strchr(buf, '\n');
+	buf = identity_load(path);
+	a = buf ? strchr(buf, '\n') : NULL;
 	b = a ? strchr(a + 1, '\n') : NULL;
-	if (!b)
+	if (!b) {
+		free(buf);
 		return -ENOENT;
+	}
 	*b = '\0';
 	*size = strtoull(a + 1, NULL, 10);
-	*identity = strdup(a + 1);
-	return *identity && *size ? 0 : -ENOENT;
+	/* no size recorded: nothing to serve */
+	*identity = *size ? strdup(a + 1) : NULL;
+	free(buf);
+	if (!*size)
+		return -ENOENT;
+	return *identity ? 0 : -ENOMEM;
 }

@@ -27,7 +27,8 @@ int kiln_cache_open(struct kiln_cache **out, const char *dir,
 		    uint64_t cap, const struct kiln_logger *lg);
 /*
  * The identity recorded for @url and @unit under @dir, for an offline
- * open: 0 and *@identity (to free) and *@size, or -ENOENT.
+ * open: 0 and *@identity (to free) and *@size (not 0), -ENOENT (nothing
+ * owned then) or -ENOMEM.
  */
 int kiln_cache_known(const char *dir, const char *url, uint32_t unit,
 		     char **identity, uint64_t *size);

@@ -20,6 +20,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "source/http-reply.h"
 #include "source/s3.h"
 #include "source/source.h"
 #include "util/checked.h"
@@ -31,7 +32,6 @@
 #define DEF_RETRIES	4u
 #define BACKOFF_BASE_MS	100u
 #define BACKOFF_MAX_MS	5000u
-#define RETRY_AFTER_MAX_MS 30000u
 
 /* One URL of the image and the identity it showed when first probed. */
 struct http_url {
@@ -64,29 +64,6 @@ struct http_source {
 	atomic_uint_fast64_t rng;
 	bool has_s3;		/* @s3 is set up */
 	struct kiln_s3 s3;
-};
-
-/* One request's reply, as the callbacks see it. */
-struct xfer {
-	uint8_t *dst;
-	size_t cap;		/* bytes wanted */
-	size_t got;
-	bool overflow;		/* more body than asked for */
-	bool whole_ok;		/* a 200 with the whole object is fine */
-	long status;		/* of the latest status line */
-	char etag[200];
-	char last_modified[64];
-	char content_range[128];
-	long retry_after_ms;	/* -1: none */
-	char err_body[1024];	/* start of an error reply's body */
-	size_t err_len;
-};
-
-enum outcome {
-	DONE,
-	RETRY,		/* may work on a later try */
-	URL_FAILED,	/* this URL will not serve it */
-	CHANGED,	/* not the object opened */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -141,109 +118,6 @@ static uint64_t jitter(struct http_source *hs, uint64_t lo, uint64_t hi)
 	return hi > lo ? lo + y % (hi - lo + 1) : lo;
 }
 
-/* Copy header value @v (@n bytes) into @dst without surrounding blanks. */
-static void header_value(char *dst, size_t cap, const char *v, size_t n)
-{
-	while (n && (*v == ' ' || *v == '\t')) {
-		v++;
-		n--;
-	}
-	while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' ||
-		     v[n - 1] == ' ' || v[n - 1] == '\t'))
-		n--;
-	if (n >= cap)
-		n = cap - 1;
-	memcpy(dst, v, n);
-	dst[n] = '\0';
-}
-
-static bool header_is(const char *line, size_t n, const char *name,
-		      const char **val, size_t *vlen)
-{
-	size_t k = strlen(name);
-
-	if (n <= k || strncasecmp(line, name, k) || line[k] != ':')
-		return false;
-	*val = line + k + 1;
-	*vlen = n - k - 1;
-	return true;
-}
-
-static long parse_retry_after(const char *v)
-{
-	char *end;
-	long s = strtol(v, &end, 10);
-	time_t t;
-
-	if (end != v && !*end)
-		return s < 0 ? 0 : (s > RETRY_AFTER_MAX_MS / 1000 ?
-				    (long)RETRY_AFTER_MAX_MS : s * 1000);
-	t = curl_getdate(v, NULL);
-	if (t < 0)
-		return -1;
-	t -= time(NULL);
-	if (t < 0)
-		return 0;
-	return t > RETRY_AFTER_MAX_MS / 1000 ? (long)RETRY_AFTER_MAX_MS :
-	       (long)t * 1000;
-}
-
-static size_t on_header(char *b, size_t size, size_t n, void *ctx)
-{
-	struct xfer *x = ctx;
-	size_t len = size * n, vlen;
-	const char *v;
-	char tmp[64];
-
-	if (len > 5 && !strncmp(b, "HTTP/", 5)) {
-		/* a new reply (after a redirect or a 100): forget the last */
-		const char *sp = memchr(b, ' ', len);
-
-		x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-		x->etag[0] = x->last_modified[0] = x->content_range[0] = '\0';
-		x->retry_after_ms = -1;
-	} else if (header_is(b, len, "etag", &v, &vlen)) {
-		header_value(x->etag, sizeof(x->etag), v, vlen);
-	} else if (header_is(b, len, "last-modified", &v, &vlen)) {
-		header_value(x->last_modified, sizeof(x->last_modified), v,
-			     vlen);
-	} else if (header_is(b, len, "content-range", &v, &vlen)) {
-		header_value(x->content_range, sizeof(x->content_range), v,
-			     vlen);
-	} else if (header_is(b, len, "retry-after", &v, &vlen)) {
-		header_value(tmp, sizeof(tmp), v, vlen);
-		x->retry_after_ms = parse_retry_after(tmp);
-	}
-	return len;
-}
-
-static size_t on_body(char *b, size_t size, size_t n, void *ctx)
-{
-	struct xfer *x = ctx;
-	size_t len = size * n;
-
-	/* only the body of the reply we act on is kept */
-	if (x->status != 206 && x->status != 200) {
-		size_t room = sizeof(x->err_body) - 1 - x->err_len;
-
-		memcpy(x->err_body + x->err_len, b, KILN_MIN(room, len));
-		x->err_len += KILN_MIN(room, len);
-		x->err_body[x->err_len] = '\0';
-		return len;
-	}
-	if (x->status == 200 && !x->whole_ok) {
-		x->overflow = true;
-		return CURL_WRITEFUNC_ERROR;
-	}
-	if (len > x->cap - x->got) {
-		x->overflow = true;
-		return CURL_WRITEFUNC_ERROR;
-	}
-	memcpy(x->dst + x->got, b, len);
-	x->got += len;
-	return len;
-}
-
 static CURL *handle_get(struct http_source *hs, struct http_handle **h)
 {
 	pthread_mutex_lock(&hs->lock);
@@ -274,32 +148,12 @@ static void handle_put(struct http_source *hs, struct http_handle *h)
 	pthread_mutex_unlock(&hs->lock);
 }
 
-/* "bytes A-B/T" into its three numbers. */
-static bool parse_content_range(const char *s, uint64_t *a, uint64_t *b,
-				uint64_t *t)
-{
-	unsigned long long x, y, z;
-	int n = 0;
-
-	if (sscanf(s, "bytes %llu-%llu/%llu%n", &x, &y, &z, &n) != 3 ||
-	    s[n] || y < x || y >= z)
-		return false;
-	*a = x;
-	*b = y;
-	*t = z;
-	return true;
-}
-
-static bool etag_strong(const char *etag)
-{
-	return etag[0] == '"';
-}
-
 /*
  * S3's reason for an error reply (its <Code>), printable characters only,
  * appended to @why.
  */
-static void s3_reason(const struct xfer *x, char *why, size_t why_cap)
+static void s3_reason(const struct kiln_http_reply *x, char *why,
+		      size_t why_cap)
 {
 	const char *a = strstr(x->err_body, "<Code>"), *b;
 	size_t n = strlen(why);
@@ -321,32 +175,28 @@ static void s3_reason(const struct xfer *x, char *why, size_t why_cap)
  * @len 0 for a probe of bytes 0..@len-1 of unknown total: see
  * probe()). @budget_ms caps the request. Sets *@why on failure.
  */
-static enum outcome request_once(struct http_source *hs, struct http_url *u,
-				 struct xfer *x, uint64_t off, size_t len,
-				 bool pin, uint64_t budget_ms, char *why,
-				 size_t why_cap)
+static enum kiln_http_outcome request_once(struct http_source *hs,
+					   struct http_url *u,
+					   struct kiln_http_reply *x,
+					   uint64_t off, size_t len, bool pin,
+					   uint64_t budget_ms, char *why,
+					   size_t why_cap)
 {
 	char range[64], errbuf[CURL_ERROR_SIZE] = "", cond[300], rhdr[80];
+	enum kiln_http_outcome o;
 	struct curl_slist *hdrs = NULL;
 	struct http_handle *h;
 	CURL *c = handle_get(hs, &h);
-	enum outcome out = DONE;
 	CURLcode rc;
 
 	if (!c) {
 		snprintf(why, why_cap, "out of memory");
-		return RETRY;
+		return KILN_HTTP_RETRY;
 	}
-	x->got = 0;
-	x->overflow = false;
-	x->status = 0;
-	x->retry_after_ms = -1;
-	x->etag[0] = x->last_modified[0] = x->content_range[0] = '\0';
-	x->err_len = 0;
-	x->err_body[0] = '\0';
+	kiln_http_reply_reset(x);
 	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, off,
 		 off + len - 1);
-	if (pin && etag_strong(u->etag)) {
+	if (pin && kiln_http_etag_strong(u->etag)) {
 		snprintf(cond, sizeof(cond), "If-Match: %s", u->etag);
 		hdrs = curl_slist_append(hdrs, cond);
 	} else if (pin && u->last_modified[0]) {
@@ -365,7 +215,7 @@ static enum outcome request_once(struct http_source *hs, struct http_url *u,
 			curl_slist_free_all(t ? t : hdrs);
 			handle_put(hs, h);
 			snprintf(why, why_cap, "out of memory");
-			return RETRY;
+			return KILN_HTTP_RETRY;
 		}
 		hdrs = t;
 	} else {
@@ -394,9 +244,9 @@ static enum outcome request_once(struct http_source *hs, struct http_url *u,
 	if (hs->ca_file)
 		curl_easy_setopt(c, CURLOPT_CAINFO, hs->ca_file);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, kiln_http_on_header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, kiln_http_on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
 	atomic_fetch_add_explicit(&hs->base.count.requests, 1,
 				  memory_order_relaxed);
@@ -410,10 +260,10 @@ static enum outcome request_once(struct http_source *hs, struct http_url *u,
 		if (x->status == 200) {
 			snprintf(why, why_cap,
 				 "the server ignores range requests (HTTP 200 to a range)");
-			return URL_FAILED;
+			return KILN_HTTP_URL_FAILED;
 		}
 		snprintf(why, why_cap, "the server sent more bytes than asked for");
-		return RETRY;
+		return KILN_HTTP_RETRY;
 	}
 	if (rc != CURLE_OK) {
 		snprintf(why, why_cap, "%s", errbuf[0] ? errbuf :
@@ -425,37 +275,15 @@ static enum outcome request_once(struct http_source *hs, struct http_url *u,
 		case CURLE_UNSUPPORTED_PROTOCOL:
 		case CURLE_URL_MALFORMAT:
 		case CURLE_TOO_MANY_REDIRECTS:
-			return URL_FAILED;
+			return KILN_HTTP_URL_FAILED;
 		default:
-			return RETRY;
+			return KILN_HTTP_RETRY;
 		}
 	}
-	switch (x->status) {
-	case 200:
-	case 206:
-		break;
-	case 412:
-		snprintf(why, why_cap, "HTTP 412: precondition failed");
-		return CHANGED;
-	case 416:
-		snprintf(why, why_cap, "HTTP 416: range not satisfiable");
-		return CHANGED;
-	case 408:
-	case 425:
-	case 429:
-	case 500:
-	case 502:
-	case 503:
-	case 504:
-		snprintf(why, why_cap, "HTTP %ld", x->status);
-		return RETRY;
-	default:
-		snprintf(why, why_cap, "HTTP %ld", x->status);
-		if (u->s3)
-			s3_reason(x, why, why_cap);
-		return URL_FAILED;
-	}
-	return out;
+	o = kiln_http_check_status(x, why, why_cap);
+	if (o == KILN_HTTP_URL_FAILED && u->s3)
+		s3_reason(x, why, why_cap);
+	return o;
 }
 
 /*
@@ -463,20 +291,21 @@ static enum outcome request_once(struct http_source *hs, struct http_url *u,
  * credentials may have expired or been rotated) once more with the
  * credentials read again.
  */
-static enum outcome request(struct http_source *hs, struct http_url *u,
-			    struct xfer *x, uint64_t off, size_t len,
-			    bool pin, uint64_t budget_ms, char *why,
-			    size_t why_cap)
+static enum kiln_http_outcome request(struct http_source *hs,
+				      struct http_url *u,
+				      struct kiln_http_reply *x, uint64_t off,
+				      size_t len, bool pin, uint64_t budget_ms,
+				      char *why, size_t why_cap)
 {
 	uint64_t t0 = now_ms(), spent;
-	enum outcome o = request_once(hs, u, x, off, len, pin, budget_ms,
-				      why, why_cap);
+	enum kiln_http_outcome o = request_once(hs, u, x, off, len, pin,
+						budget_ms, why, why_cap);
 
-	if (o != URL_FAILED || !u->s3 ||
+	if (o != KILN_HTTP_URL_FAILED || !u->s3 ||
 	    (x->status != 401 && x->status != 403))
 		return o;
-	kiln_log(hs->base.lg, KILN_LOG_WARN, "%s; reading the S3 credentials again",
-		 why);
+	kiln_log(hs->base.lg, KILN_LOG_WARN,
+		 "%s; reading the S3 credentials again", why);
 	kiln_s3_reload(&hs->s3);
 	spent = now_ms() - t0;
 	if (spent >= budget_ms)
@@ -485,106 +314,39 @@ static enum outcome request(struct http_source *hs, struct http_url *u,
 			    why_cap);
 }
 
-/* Whether reply @x still shows the object URL @u showed when probed. */
-static bool same_object(const struct http_url *u, const struct xfer *x)
-{
-	if (etag_strong(u->etag) && x->etag[0] && strcmp(u->etag, x->etag))
-		return false;
-	if (u->last_modified[0] && x->last_modified[0] &&
-	    strcmp(u->last_modified, x->last_modified))
-		return false;
-	return true;
-}
-
-/*
- * Check a reply to a GET of [@off, @off + @len) of an object of @size
- * bytes: the status, the Content-Range and the body length.
- */
-static enum outcome check_reply(const struct http_url *u,
-				const struct xfer *x, uint64_t off, size_t len,
-				uint64_t size, char *why, size_t why_cap)
-{
-	uint64_t a, b, t;
-
-	if (!same_object(u, x)) {
-		snprintf(why, why_cap, "ETag or Last-Modified changed");
-		return CHANGED;
-	}
-	if (x->status == 200) {
-		if (off || len != size || x->got != len) {
-			snprintf(why, why_cap, "HTTP 200 with %zu bytes for a range",
-				 x->got);
-			return URL_FAILED;
-		}
-		return DONE;
-	}
-	if (!parse_content_range(x->content_range, &a, &b, &t)) {
-		snprintf(why, why_cap, "bad Content-Range \"%s\"",
-			 x->content_range);
-		return URL_FAILED;
-	}
-	if (t != size) {
-		snprintf(why, why_cap, "object is now %" PRIu64 " bytes, was %"
-			 PRIu64, t, size);
-		return CHANGED;
-	}
-	if (a != off || b != off + len - 1) {
-		snprintf(why, why_cap, "asked for bytes %" PRIu64 "-%" PRIu64
-			 ", got %" PRIu64 "-%" PRIu64, off, off + len - 1, a, b);
-		return URL_FAILED;
-	}
-	if (x->got != len) {
-		snprintf(why, why_cap, "body of %zu bytes, %zu expected",
-			 x->got, len);
-		return RETRY;
-	}
-	return DONE;
-}
-
 /*
  * First contact with URL @u: GET its first @want bytes (fewer when it is
  * smaller) and record size and identity. *@size is the size to match, or
  * 0 to learn it.
  */
-static enum outcome probe(struct http_source *hs, struct http_url *u,
-			  uint8_t *buf, size_t want, uint64_t *size,
-			  size_t *got, uint64_t budget_ms, long *retry_after_ms,
-			  char *why, size_t why_cap)
+static enum kiln_http_outcome probe(struct http_source *hs,
+				    struct http_url *u, uint8_t *buf,
+				    size_t want, uint64_t *size, size_t *got,
+				    uint64_t budget_ms, long *retry_after_ms,
+				    char *why, size_t why_cap)
 {
-	struct xfer x = { .dst = buf, .cap = want, .whole_ok = true };
-	enum outcome o = request(hs, u, &x, 0, want, false, budget_ms, why,
-				 why_cap);
-	uint64_t a, b, t;
+	struct kiln_http_reply x = { .dst = buf, .cap = want,
+				     .whole_ok = true };
+	enum kiln_http_outcome o = request(hs, u, &x, 0, want, false,
+					   budget_ms, why, why_cap);
 
 	*retry_after_ms = x.retry_after_ms;
-	if (o == CHANGED && x.status == 416) {
+	if (o == KILN_HTTP_CHANGED && x.status == 416) {
 		snprintf(why, why_cap, "the object is empty (not an EROFS image)");
-		return URL_FAILED;
+		return KILN_HTTP_URL_FAILED;
 	}
-	if (o != DONE)
+	if (o != KILN_HTTP_DONE)
 		return o;
-	if (x.status == 200) {
-		t = x.got;	/* the whole object fit in @want */
-	} else if (!parse_content_range(x.content_range, &a, &b, &t) ||
-		   a != 0 || b + 1 != KILN_MIN(want, t) ||
-		   x.got != b + 1) {
-		snprintf(why, why_cap, "bad reply to the first range: \"%s\", %zu bytes",
-			 x.content_range, x.got);
-		return URL_FAILED;
-	}
-	if (*size && t != *size) {
-		snprintf(why, why_cap, "%" PRIu64 " bytes, the image is %" PRIu64,
-			 t, *size);
-		return URL_FAILED;
-	}
-	*size = t;
+	o = kiln_http_check_probe(&x, want, size, why, why_cap);
+	if (o != KILN_HTTP_DONE)
+		return o;
 	*got = x.got;
 	snprintf(u->etag, sizeof(u->etag), "%s",
-		 etag_strong(x.etag) ? x.etag : "");
+		 kiln_http_etag_strong(x.etag) ? x.etag : "");
 	snprintf(u->last_modified, sizeof(u->last_modified), "%s",
 		 x.last_modified);
 	u->probed = true;
-	return DONE;
+	return KILN_HTTP_DONE;
 }
 
 /* Probe mirror @u on its first use; false when it cannot serve. */
@@ -596,16 +358,16 @@ static bool mirror_ready(struct http_source *hs, struct http_url *u,
 	size_t got;
 	char why[512];
 	long ra;
-	enum outcome o;
+	enum kiln_http_outcome o;
 
 	pthread_mutex_lock(&u->probe_lock);
 	if (!u->probed && !u->dead) {
 		o = probe(hs, u, one, 1, &size, &got, budget_ms, &ra, why,
 			  sizeof(why));
-		if (o != DONE) {
+		if (o != KILN_HTTP_DONE) {
 			kiln_log(hs->base.lg, KILN_LOG_WARN, "mirror %s: %s",
 				 u->url, why);
-			if (o != RETRY)
+			if (o != KILN_HTTP_RETRY)
 				u->dead = true;
 		}
 	}
@@ -645,10 +407,10 @@ static int http_fetch(struct kiln_source *src, void *dst, size_t len,
 		goto changed;
 	for (;;) {
 		struct http_url *u = &hs->urls[k % hs->nr_urls];
-		struct xfer x = { .dst = dst, .cap = len,
+		struct kiln_http_reply x = { .dst = dst, .cap = len,
 				  .whole_ok = !off && len == src->size };
 		uint64_t now = now_ms(), wait;
-		enum outcome o;
+		enum kiln_http_outcome o;
 
 		if (now >= deadline) {
 			kiln_log(src->lg, KILN_LOG_ERROR,
@@ -669,21 +431,23 @@ static int http_fetch(struct kiln_source *src, void *dst, size_t len,
 		if (!u->probed && !mirror_ready(hs, u, deadline - now)) {
 			snprintf(why, sizeof(why), "mirror %s did not answer",
 				 u->url);
-			o = u->dead ? URL_FAILED : RETRY;
+			o = u->dead ? KILN_HTTP_URL_FAILED : KILN_HTTP_RETRY;
 		} else {
 			o = request(hs, u, &x, off, len, true, deadline - now,
 				    why, sizeof(why));
-			if (o == DONE)
-				o = check_reply(u, &x, off, len, src->size,
-						why, sizeof(why));
+			if (o == KILN_HTTP_DONE)
+				o = kiln_http_check_reply(u->etag,
+							  u->last_modified, &x,
+							  off, len, src->size,
+							  why, sizeof(why));
 		}
-		if (o == DONE) {
+		if (o == KILN_HTTP_DONE) {
 			atomic_store(&hs->current, k % hs->nr_urls);
 			atomic_fetch_add_explicit(&src->count.bytes_fetched,
 						  len, memory_order_relaxed);
 			return 0;
 		}
-		if (o == CHANGED) {
+		if (o == KILN_HTTP_CHANGED) {
 			if (!atomic_exchange(&hs->changed, true))
 				kiln_log(src->lg, KILN_LOG_ERROR,
 					 "image changed on the server (%s%s%s); no more reads",
@@ -691,7 +455,7 @@ static int http_fetch(struct kiln_source *src, void *dst, size_t len,
 					 hs->nr_urls > 1 ? u->url : "");
 			goto changed;
 		}
-		if (o == URL_FAILED) {
+		if (o == KILN_HTTP_URL_FAILED) {
 			kiln_log(src->lg, KILN_LOG_ERROR, "%s%s",
 				 url_name(hs, u), why);
 			u->dead = true;
@@ -878,7 +642,7 @@ int kiln_source_open_http(struct kiln_source **out, const char *url,
 	for (;;) {
 		struct http_url *u = &hs->urls[k];
 		uint64_t now = now_ms(), wait;
-		enum outcome r;
+		enum kiln_http_outcome r;
 		long ra;
 
 		if (u->dead) {
@@ -895,13 +659,13 @@ int kiln_source_open_http(struct kiln_source **out, const char *url,
 		r = probe(hs, u, hs->base.head, head_want, &size,
 			  &hs->base.head_len, deadline - now, &ra, why,
 			  sizeof(why));
-		if (r == DONE) {
+		if (r == KILN_HTTP_DONE) {
 			atomic_store(&hs->current, k);
 			atomic_fetch_add(&hs->base.count.bytes_fetched,
 					 hs->base.head_len);
 			break;
 		}
-		if (r != RETRY) {
+		if (r != KILN_HTTP_RETRY) {
 			u->dead = true;
 			kiln_log(lg, KILN_LOG_ERROR, "%s%s", url_name(hs, u),
 				 why);

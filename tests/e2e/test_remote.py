@@ -527,6 +527,22 @@ def test_cache_serves_a_second_run_and_offline(kiln, images, nginx,
     assert "offline" in r.err, r.describe()
 
 
+def test_long_url_keeps_its_cache_and_offline(kiln, images, nginx,
+                                              tmp_path):
+    """A presigned-style URL of 3000 bytes: its identity file is read
+    whole, so verify keeps its chunks and an offline open finds it."""
+    tree, www = images
+    cache = tmp_path / "cache"
+    url = nginx.url("zstd.erofs") + "?sig=" + "q" * 3000
+    kiln.ok("fsck", "--cache-dir", str(cache), url)
+    r = kiln.ok("cache", "--cache-dir", str(cache), "verify")
+    assert " 0 bad" in r.text, r.describe()
+    assert chunks(cache), r.describe()
+    a = kiln.ok("ls", "-R", str(www / "zstd.erofs"))
+    b = kiln.ok("ls", "-R", "--offline", "--cache-dir", str(cache), url)
+    assert a.out == b.out
+
+
 def test_cache_cap_is_respected(kiln, nginx, tmp_path):
     cache = tmp_path / "cache"
     cap = 1200 << 10	# two units and their headers

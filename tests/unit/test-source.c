@@ -497,6 +497,71 @@ TEST(the_view_loads_from_the_cache_before_fetching)
 	rm_rf(dir);
 }
 
+TEST(an_identity_without_a_size_is_not_known)
+{
+	char *dir = cache_dir(), path[256], *ident = (char *)"x";
+	struct kiln_cache *c = NULL;
+	uint64_t size = 0;
+	FILE *f;
+
+	CHECK(dir != NULL);
+	if (!dir)
+		return;
+	CHECK_EQ(kiln_cache_open(&c, dir, "http://x/i", "10 \"e\"", UNIT, 0,
+				 &quiet), 0);
+	kiln_cache_close(c);
+	CHECK_EQ(kiln_cache_known(dir, "http://x/i", UNIT, &ident, &size), 0);
+	CHECK(ident && !strcmp(ident, "10 \"e\""));
+	CHECK_EQ(size, 10);
+	free(ident);
+	/* an identity file left with no size: nothing known, nothing owned */
+	CHECK(chunk_path(dir, 0, path, sizeof(path)));
+	strcpy(strrchr(path, '/'), "/identity");
+	f = fopen(path, "w");
+	CHECK(f != NULL);
+	if (f) {
+		fprintf(f, "http://x/i\n0 \"e\"\n%u\n", UNIT);
+		fclose(f);
+	}
+	ident = (char *)"x";
+	CHECK_EQ(kiln_cache_known(dir, "http://x/i", UNIT, &ident, &size),
+		 -ENOENT);
+	CHECK(ident == NULL);
+	rm_rf(dir);
+}
+
+TEST(a_long_url_keeps_its_identity_and_chunks)
+{
+	char *dir = cache_dir(), *url = malloc(3000), *ident = NULL;
+	struct kiln_cache *c = NULL;
+	struct kiln_cache_info info;
+	uint8_t *a = pattern(UNIT, 5);
+	uint64_t size = 0;
+
+	CHECK(dir && url && a);
+	if (!dir || !url || !a)
+		goto out;
+	/* a presigned URL: kilobytes of query string */
+	memset(url, 'q', 2999);
+	memcpy(url, "http://x/i?sig=", 15);
+	url[2999] = '\0';
+	CHECK_EQ(kiln_cache_open(&c, dir, url, "10 \"e\"", UNIT, 0, &quiet),
+		 0);
+	kiln_cache_store(c, 0, a, UNIT);
+	kiln_cache_close(c);
+	CHECK_EQ(kiln_cache_known(dir, url, UNIT, &ident, &size), 0);
+	CHECK(ident && !strcmp(ident, "10 \"e\""));
+	free(ident);
+	CHECK_EQ(kiln_cache_verify(dir, &info, NULL, NULL), 0);
+	CHECK_EQ(info.chunks, 1);
+	CHECK_EQ(info.bad, 0);
+out:
+	free(url);
+	free(a);
+	if (dir)
+		rm_rf(dir);
+}
+
 TAP_MAIN(TAP_ENTRY(a_unit_is_fetched_once),
 	 TAP_ENTRY(adjacent_missing_units_are_one_request),
 	 TAP_ENTRY(reading_in_order_reads_ahead),
@@ -508,4 +573,6 @@ TAP_MAIN(TAP_ENTRY(a_unit_is_fetched_once),
 	 TAP_ENTRY(cache_round_trip_and_identity),
 	 TAP_ENTRY(a_damaged_or_torn_chunk_is_dropped),
 	 TAP_ENTRY(eviction_keeps_the_cap_and_drops_the_oldest),
-	 TAP_ENTRY(the_view_loads_from_the_cache_before_fetching))
+	 TAP_ENTRY(the_view_loads_from_the_cache_before_fetching),
+	 TAP_ENTRY(an_identity_without_a_size_is_not_known),
+	 TAP_ENTRY(a_long_url_keeps_its_identity_and_chunks))
