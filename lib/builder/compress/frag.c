@@ -5,10 +5,13 @@
  * (XXH3 of the bytes, confirmed byte for byte), and the stored bytes that
  * end like a new fragment are found for it (XXH3 of the last
  * ZFRAG_TAIL_KEY bytes, then compared backwards) so that a file whose end
- * is already there need not store it again. The contents live in memory
- * up to a limit, then in an unlinked temporary file. Workers may read
- * what is stored while the committer appends (packed.c compresses the
- * buffer in segments during the data pass).
+ * is already there need not store it again. The contents live in
+ * pieces in memory; pieces the packed inode's segments have read or
+ * compressed leave it (packed.c gives their bytes back for compares, by
+ * decoding), and only past a limit do the oldest go to an unlinked
+ * temporary file. Workers may read what is stored while the committer
+ * appends (packed.c compresses the buffer in segments during the data
+ * pass).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -250,6 +250,9 @@ static int packed_decode(struct kiln_packer *pk, size_t pi, size_t ei)
 	int err;
 
 	pk->dec_ok = false;
+	/* read by its worker before a part like it stopped the releases */
+	if (!packed_decodable(pk, pt))
+		return -EIO;
 	err = packed_grow(&pk->dec, &pk->dec_cap, KILN_MAX(e->llen, 1u));
 	if (err)
 		return err;
@@ -297,12 +300,26 @@ done:
 	return 0;
 }
 
+static int packed_recover_bytes(struct kiln_packer *pk, uint8_t *dst,
+				size_t len, uint64_t off);
+
 /* kiln_zfrag_recover_fn: released fragment bytes, from the spool. */
 static int packed_recover(void *ctx, void *buf, size_t len, uint64_t off)
 {
 	struct kiln_packer *pk = ctx;
+	int err = packed_recover_bytes(pk, buf, len, off);
+
+	if (err && err != -ENOMEM)
+		kiln_log(&pk->b->lg, KILN_LOG_ERROR,
+			 "packed inode: fragment bytes at %llu for dedupe: %s",
+			 (unsigned long long)off, kiln_strerror(err));
+	return err;
+}
+
+static int packed_recover_bytes(struct kiln_packer *pk, uint8_t *dst,
+				size_t len, uint64_t off)
+{
 	const struct kiln_zfile *last;
-	uint8_t *dst = buf;
 
 	/* read by a segment still in flight: wait for it to be committed */
 	last = pk->nr_parts ? pk->parts[pk->nr_parts - 1].zf : NULL;
