@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Tests for lib/builder/compress/frag.c (the fragment buffer: append, dedupe,
- * spill to a temporary file) and for how compressed files hand their
+ * spill to a temporary file, release and recover) and for how compressed files hand their
  * tails to it (compress/pcluster.c fragments, kiln_zfile_commit()).
  */
 #include <errno.h>
@@ -187,6 +187,101 @@ TEST(stored_bytes_read_back_while_the_writer_appends_and_spills)
 	CHECK(atomic_load(&r.reads) > 0);
 	kiln_zfrag_free(r.fr);
 	free(data);
+}
+
+/* A recover callback that serves released bytes from the caller's copy. */
+struct recover_src {
+	const uint8_t *data;	/* what was stored, from offset 0 */
+	unsigned long calls;
+	int fail;		/* returned instead, when not 0 */
+};
+
+static int recover_copy(void *ctx, void *buf, size_t len, uint64_t off)
+{
+	struct recover_src *r = ctx;
+
+	r->calls++;
+	if (r->fail)
+		return r->fail;
+	memcpy(buf, r->data + off, len);
+	return 0;
+}
+
+TEST(released_bytes_leave_memory_and_compares_recover_them)
+{
+	struct recover_src r = { 0 };
+	struct kiln_zfrag *fr;
+	uint8_t *data = malloc(80000), *b = malloc(60000), got[16];
+	uint64_t off, end = 0;
+	size_t same = 0;
+
+	CHECK(data && b);
+	fill(data, 80000, 31);
+	r.data = data;
+	/* pieces of 32 KiB, all in memory: releases free them */
+	CHECK_EQ(kiln_zfrag_new(128 << 10, NULL, &fr), 0);
+	CHECK_EQ(kiln_zfrag_add(fr, data, 60000, &off), 0);
+	CHECK_EQ(kiln_zfrag_add(fr, data + 60000, 20000, &off), 0);
+	/* no callback: nothing is released */
+	kiln_zfrag_release(fr, 80000);
+	CHECK_EQ(kiln_zfrag_read(fr, got, sizeof(got), 100), 0);
+	CHECK(!memcmp(got, data + 100, sizeof(got)));
+	kiln_zfrag_set_recover(fr, recover_copy, &r);
+	kiln_zfrag_release(fr, 70000);	/* the two pieces below 65536 */
+	/* released bytes are not for workers any more; the rest still is */
+	CHECK_EQ(kiln_zfrag_read(fr, got, sizeof(got), 100), -EIO);
+	CHECK_EQ(kiln_zfrag_read(fr, got, sizeof(got), 79000), 0);
+	CHECK(!memcmp(got, data + 79000, sizeof(got)));
+	CHECK_EQ(r.calls, 0);
+	/* a whole-fragment match compares against released bytes */
+	CHECK_EQ(kiln_zfrag_add(fr, data, 60000, &off), 0);
+	CHECK_EQ(off, 0);
+	CHECK(r.calls > 0);
+	CHECK_EQ(kiln_zfrag_saved(fr), 60000);
+	/* a suffix match, compared backwards over released pieces */
+	fill(b, 60000, 32);
+	memcpy(b + 5000, data + 5000, 55000);
+	r.calls = 0;
+	CHECK_EQ(kiln_zfrag_find_tail(fr, b, 60000, &end, &same), 0);
+	CHECK_EQ(same, 55000);
+	CHECK_EQ(end, 60000);
+	CHECK(r.calls > 0);
+	/* the same bytes, changed: no match (the recovered bytes decide) */
+	b[5000] ^= 1;
+	CHECK_EQ(kiln_zfrag_find_tail(fr, b, 60000, &end, &same), 0);
+	CHECK_EQ(same, 54999);
+	/* nothing went to a file */
+	CHECK(!kiln_zfrag_spilled(fr));
+	CHECK_EQ(kiln_zfrag_spill_bytes(fr), 0);
+	/* a failing recovery fails the add, and every add after it */
+	r.fail = -EIO;
+	CHECK_EQ(kiln_zfrag_add(fr, data, 60000, &off), -EIO);
+	CHECK_EQ(kiln_zfrag_size(fr), 80000);
+	kiln_zfrag_free(fr);
+	free(data);
+	free(b);
+}
+
+TEST(only_pieces_past_the_limit_go_to_the_file)
+{
+	struct kiln_zfrag *fr;
+	uint8_t *data = malloc(40000), *got = malloc(40000);
+	uint64_t off;
+
+	CHECK(data && got);
+	fill(data, 40000, 41);
+	/* 16 KiB in memory, pieces of 4 KiB */
+	CHECK_EQ(kiln_zfrag_new(16 << 10, NULL, &fr), 0);
+	for (size_t at = 0; at < 40000; at += 1000)
+		CHECK_EQ(kiln_zfrag_add(fr, data + at, 1000, &off), 0);
+	CHECK(kiln_zfrag_spilled(fr));
+	/* the oldest whole pieces: 40000 bytes need 10 pieces, 4 stay */
+	CHECK_EQ(kiln_zfrag_spill_bytes(fr), 6 * 4096);
+	CHECK_EQ(kiln_zfrag_read(fr, got, 40000, 0), 0);
+	CHECK(!memcmp(got, data, 40000));
+	kiln_zfrag_free(fr);
+	free(data);
+	free(got);
 }
 
 /* ---- compressed files hand their tails over ---- */
@@ -499,6 +594,8 @@ TAP_MAIN(TAP_ENTRY(fragment_offsets_past_4gib_use_full_indexes),
 	 TAP_ENTRY(identical_fragments_are_stored_once),
 	 TAP_ENTRY(many_fragments_grow_the_table_and_still_dedupe),
 	 TAP_ENTRY(a_buffer_past_its_memory_limit_spills_and_reads_back),
+	 TAP_ENTRY(released_bytes_leave_memory_and_compares_recover_them),
+	 TAP_ENTRY(only_pieces_past_the_limit_go_to_the_file),
 	 TAP_ENTRY(tails_and_small_files_become_fragments_at_commit),
 	 TAP_ENTRY(fragments_win_over_ztailpacking),
 	 TAP_ENTRY(stored_bytes_read_back_while_the_writer_appends_and_spills),

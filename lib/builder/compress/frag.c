@@ -5,10 +5,13 @@
  * (XXH3 of the bytes, confirmed byte for byte), and the stored bytes that
  * end like a new fragment are found for it (XXH3 of the last
  * ZFRAG_TAIL_KEY bytes, then compared backwards) so that a file whose end
- * is already there need not store it again. The contents live in memory
- * up to a limit, then in an unlinked temporary file. Workers may read
- * what is stored while the committer appends (packed.c compresses the
- * buffer in segments during the data pass).
+ * is already there need not store it again. The contents live in
+ * pieces in memory; pieces the packed inode's segments have read or
+ * compressed leave it (packed.c gives their bytes back for compares, by
+ * decoding), and only past a limit do the oldest go to an unlinked
+ * temporary file. Workers may read what is stored while the committer
+ * appends (packed.c compresses the buffer in segments during the data
+ * pass).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +19,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -24,8 +28,16 @@
 #include "util/checked.h"
 #include "util/fileio.h"
 
-#define ZFRAG_MEM_DEFAULT	((size_t)16 << 20)
+/*
+ * Bytes in memory by default. The committed segments' bytes leave memory
+ * (kiln_zfrag_release()), so this bounds the bytes not yet compressed:
+ * the segment being filled and those in flight.
+ */
+#define ZFRAG_MEM_DEFAULT	((size_t)48 << 20)
 #define ZFRAG_CMP_CHUNK		((size_t)64 << 10)
+/* Storage pieces: a power of two of at most 1 MiB, a quarter of the limit. */
+#define ZFRAG_PIECE_MAX_BITS	20u
+#define ZFRAG_PIECE_MIN_BITS	10u
 /* Entries per chunk of the index (a power of two). */
 #define ZFRAG_CHUNK_BITS	10u
 #define ZFRAG_CHUNK		(1u << ZFRAG_CHUNK_BITS)
@@ -54,23 +66,42 @@ struct zfrag_index {
 /* Candidates compared for one tail before giving up. */
 #define ZFRAG_TAIL_TRIES	8u
 
+/* Where the bytes of one piece are. */
+enum zfrag_where {
+	ZFRAG_MEM = 0,			/* piece[i] */
+	ZFRAG_READ,			/* piece[i], its reader done: freed for room */
+	ZFRAG_FILE,			/* the temporary file, at the same offset */
+	ZFRAG_GONE,			/* released: the recover callback has them */
+};
+
 struct kiln_zfrag {
 	/*
-	 * Contents: buf[0, size) while in memory, else fd. @lock guards @buf
-	 * and @fd against the committer moving them (realloc, spill) while
-	 * a worker reads; bytes below @size never change.
+	 * Contents in pieces of 1 << bits bytes: piece i holds bytes
+	 * [i << bits, (i + 1) << bits). @lock guards @piece, @where and @fd
+	 * against the committer moving them (growing the table, spilling,
+	 * releasing) while a worker reads; bytes below @size never change.
 	 */
 	pthread_mutex_t lock;
-	uint8_t *buf;
-	size_t cap, mem_limit;
-	int fd;				/* -1 while in memory */
+	uint8_t **piece;
+	uint8_t *where;			/* enum zfrag_where, by piece */
+	size_t nr_pieces, cap_pieces;
+	unsigned int bits;
+	size_t mem_limit, mem_used;	/* bytes of pieces in memory */
+	size_t nr_read;			/* pieces ZFRAG_READ */
+	size_t oldest;			/* no piece below it is in memory */
+	int fd;				/* -1 until the first spill */
+	int err;			/* a failed append: the buffer is broken */
 	uint64_t size;
+	uint64_t filled;		/* bytes written, @size and the add's own */
 	uint64_t saved;			/* bytes dedupe did not store */
+	uint64_t spill_bytes;		/* bytes written to the file */
 	char *tmpdir;
+	kiln_zfrag_recover_fn recover;	/* released bytes, committer only */
+	void *recover_ctx;
 
 	struct zfrag_index whole;	/* by the hash of all the bytes */
 	struct zfrag_index tails;	/* by the hash of the last bytes */
-	uint8_t *cmp;			/* compare buffer (spilled) */
+	uint8_t *cmp;			/* compare buffer */
 };
 
 static int index_init(struct zfrag_index *ix)
@@ -88,6 +119,25 @@ static void index_free(struct zfrag_index *ix)
 	free(ix->bucket);
 }
 
+/*
+ * Pieces are mapped, not malloc'ed: memory comes and goes a piece at a
+ * time all build long, and a freed piece leaves the process at once
+ * instead of staying in the heap.
+ */
+static uint8_t *piece_alloc(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void piece_free(uint8_t *p, size_t len)
+{
+	if (p)
+		munmap(p, len);
+}
+
 int kiln_zfrag_new(size_t mem_limit, const char *tmpdir,
 		   struct kiln_zfrag **out)
 {
@@ -99,10 +149,16 @@ int kiln_zfrag_new(size_t mem_limit, const char *tmpdir,
 	fr->fd = -1;
 	pthread_mutex_init(&fr->lock, NULL);
 	fr->mem_limit = mem_limit ? mem_limit : ZFRAG_MEM_DEFAULT;
+	fr->bits = ZFRAG_PIECE_MAX_BITS;
+	while (fr->bits > ZFRAG_PIECE_MIN_BITS &&
+	       ((size_t)1 << fr->bits) > fr->mem_limit / 4)
+		fr->bits--;
 	if (!tmpdir)
 		tmpdir = getenv("TMPDIR");
 	fr->tmpdir = strdup(tmpdir && *tmpdir ? tmpdir : "/tmp");
-	if (index_init(&fr->whole) || index_init(&fr->tails) || !fr->tmpdir) {
+	fr->cmp = malloc(ZFRAG_CMP_CHUNK);
+	if (index_init(&fr->whole) || index_init(&fr->tails) ||
+	    !fr->tmpdir || !fr->cmp) {
 		kiln_zfrag_free(fr);
 		return -ENOMEM;
 	}
@@ -118,7 +174,10 @@ void kiln_zfrag_free(struct kiln_zfrag *fr)
 	index_free(&fr->tails);
 	if (fr->fd >= 0)
 		close(fr->fd);
-	free(fr->buf);
+	for (size_t i = 0; i < fr->nr_pieces; i++)
+		piece_free(fr->piece[i], (size_t)1 << fr->bits);
+	free(fr->piece);
+	free(fr->where);
 	free(fr->cmp);
 	free(fr->tmpdir);
 	pthread_mutex_destroy(&fr->lock);
@@ -140,6 +199,11 @@ int kiln_zfrag_spilled(const struct kiln_zfrag *fr)
 	return fr->fd >= 0;
 }
 
+uint64_t kiln_zfrag_spill_bytes(const struct kiln_zfrag *fr)
+{
+	return fr->spill_bytes;
+}
+
 /* Stored bytes are all there: a short read is an I/O error. */
 static int full_pread(int fd, void *buf, size_t len, uint64_t off)
 {
@@ -148,11 +212,10 @@ static int full_pread(int fd, void *buf, size_t len, uint64_t off)
 	return n < 0 ? (int)n : (size_t)n < len ? -EIO : 0;
 }
 
-/* Move the contents to an unlinked temporary file. */
-static int zfrag_spill(struct kiln_zfrag *fr)
+/* An unlinked temporary file in fr->tmpdir. */
+static int zfrag_open_tmp(struct kiln_zfrag *fr)
 {
 	int fd = open(fr->tmpdir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	int err;
 
 	if (fd < 0) {
 		size_t n = strlen(fr->tmpdir) + sizeof("/kiln-frag-XXXXXX");
@@ -169,89 +232,264 @@ static int zfrag_spill(struct kiln_zfrag *fr)
 		if (fd < 0)
 			return -errno;
 	}
-	err = kiln_pwrite_full(fd, fr->buf, (size_t)fr->size, 0);
-	if (err) {
-		close(fd);
-		return err;
-	}
-	fr->cmp = malloc(ZFRAG_CMP_CHUNK);
-	if (!fr->cmp) {
-		close(fd);
-		return -ENOMEM;
-	}
 	pthread_mutex_lock(&fr->lock);
 	fr->fd = fd;
-	free(fr->buf);
-	fr->buf = NULL;
-	fr->cap = 0;
 	pthread_mutex_unlock(&fr->lock);
+	return 0;
+}
+
+/* Whether piece @i is in memory. Lock held. */
+static bool zfrag_in_mem(const struct kiln_zfrag *fr, size_t i)
+{
+	return fr->where[i] == ZFRAG_MEM || fr->where[i] == ZFRAG_READ;
+}
+
+/* Drop piece @i from memory, its bytes now @where. */
+static void zfrag_unload(struct kiln_zfrag *fr, size_t i, uint8_t where)
+{
+	uint8_t *p;
+
+	pthread_mutex_lock(&fr->lock);
+	p = fr->piece[i];
+	fr->piece[i] = NULL;
+	if (fr->where[i] == ZFRAG_READ)
+		fr->nr_read--;
+	fr->where[i] = where;
+	pthread_mutex_unlock(&fr->lock);
+	piece_free(p, (size_t)1 << fr->bits);
+	fr->mem_used -= (size_t)1 << fr->bits;
+}
+
+/*
+ * Move the oldest piece in memory that is full to the temporary file. 0,
+ * 1 when there is none, or -errno.
+ */
+static int zfrag_spill_one(struct kiln_zfrag *fr)
+{
+	const size_t psz = (size_t)1 << fr->bits;
+	size_t full = (size_t)(fr->filled >> fr->bits);
+	int err;
+
+	pthread_mutex_lock(&fr->lock);
+	while (fr->oldest < full && fr->where[fr->oldest] != ZFRAG_MEM)
+		fr->oldest++;
+	pthread_mutex_unlock(&fr->lock);
+	if (fr->oldest >= full)
+		return 1;
+	if (fr->fd < 0) {
+		err = zfrag_open_tmp(fr);
+		if (err)
+			return err;
+	}
+	err = kiln_pwrite_full(fr->fd, fr->piece[fr->oldest], psz,
+			       (uint64_t)fr->oldest << fr->bits);
+	if (err)
+		return err;
+	fr->spill_bytes += psz;
+	zfrag_unload(fr, fr->oldest, ZFRAG_FILE);
+	return 0;
+}
+
+/* A new piece in memory after the last, spilling older ones for room. */
+static int zfrag_new_piece(struct kiln_zfrag *fr)
+{
+	const size_t psz = (size_t)1 << fr->bits;
+	uint8_t *p;
+	int err;
+
+	if (fr->nr_pieces == fr->cap_pieces) {
+		size_t cap = fr->cap_pieces ? 2 * fr->cap_pieces : 64;
+		uint8_t **np;
+		uint8_t *nw;
+
+		pthread_mutex_lock(&fr->lock);
+		np = realloc(fr->piece, cap * sizeof(*np));
+		if (np)
+			fr->piece = np;
+		nw = np ? realloc(fr->where, cap) : NULL;
+		if (nw) {
+			fr->where = nw;
+			fr->cap_pieces = cap;
+		}
+		pthread_mutex_unlock(&fr->lock);
+		if (!nw)
+			return -ENOMEM;
+	}
+	/* pieces whose reader is done go first: dedupe can recover them */
+	for (size_t i = fr->oldest;
+	     fr->nr_read && fr->mem_used + psz > fr->mem_limit &&
+	     i < fr->nr_pieces; i++) {
+		bool done;
+
+		pthread_mutex_lock(&fr->lock);
+		done = fr->where[i] == ZFRAG_READ;
+		pthread_mutex_unlock(&fr->lock);
+		if (done)
+			zfrag_unload(fr, i, ZFRAG_GONE);
+	}
+	while (fr->mem_used + psz > fr->mem_limit) {
+		err = zfrag_spill_one(fr);
+		if (err < 0)
+			return err;
+		if (err)
+			break;		/* nothing full to move: over the limit */
+	}
+	p = piece_alloc(psz);
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_lock(&fr->lock);
+	fr->piece[fr->nr_pieces] = p;
+	fr->where[fr->nr_pieces] = ZFRAG_MEM;
+	fr->nr_pieces++;
+	pthread_mutex_unlock(&fr->lock);
+	fr->mem_used += psz;
 	return 0;
 }
 
 static int zfrag_append(struct kiln_zfrag *fr, const void *data, size_t len)
 {
-	if (fr->fd < 0 && fr->size + len > fr->mem_limit) {
-		int err = zfrag_spill(fr);
+	const uint8_t *d = data;
+	const size_t mask = ((size_t)1 << fr->bits) - 1;
 
+	fr->filled = fr->size;
+	while (len) {
+		size_t i = (size_t)(fr->filled >> fr->bits);
+		size_t at = (size_t)fr->filled & mask;
+		size_t n = KILN_MIN(len, mask + 1 - at);
+		int err = 0;
+
+		if (i == fr->nr_pieces)
+			err = zfrag_new_piece(fr);
+		else if (fr->where[i] != ZFRAG_MEM)
+			err = -EIO;	/* only the last piece can be partial */
 		if (err)
 			return err;
+		/* past @size: no reader looks here yet */
+		memcpy(fr->piece[i] + at, d, n);
+		fr->filled += n;
+		d += n;
+		len -= n;
 	}
-	if (fr->fd >= 0)
-		return kiln_pwrite_full(fr->fd, data, len, fr->size);
-	if (fr->size + len > fr->cap) {
-		size_t cap = KILN_MAX(fr->cap * 2, (size_t)fr->size + len);
-		uint8_t *nb;
-
-		cap = KILN_MIN(cap, KILN_MAX(fr->mem_limit, (size_t)fr->size + len));
-		pthread_mutex_lock(&fr->lock);
-		nb = realloc(fr->buf, cap);
-		if (nb) {
-			fr->buf = nb;
-			fr->cap = cap;
-		}
-		pthread_mutex_unlock(&fr->lock);
-		if (!nb)
-			return -ENOMEM;
-	}
-	/* past @size: no reader looks here yet */
-	memcpy(fr->buf + fr->size, data, len);
 	return 0;
+}
+
+/*
+ * Copy stored bytes [@off, @off + @len) into @buf, piece by piece; with
+ * @recover, released bytes too (the committer only). 0 or -errno.
+ */
+static int zfrag_copy(struct kiln_zfrag *fr, uint8_t *buf, size_t len,
+		      uint64_t off, bool recover)
+{
+	const size_t mask = ((size_t)1 << fr->bits) - 1;
+	int err = 0;
+
+	pthread_mutex_lock(&fr->lock);
+	while (!err && len) {
+		size_t i = (size_t)(off >> fr->bits);
+		size_t n = KILN_MIN(len, mask + 1 - ((size_t)off & mask));
+		int fd = fr->fd;
+
+		switch (fr->where[i]) {
+		case ZFRAG_MEM:
+		case ZFRAG_READ:
+			memcpy(buf, fr->piece[i] + ((size_t)off & mask), n);
+			break;
+		case ZFRAG_FILE:
+			/* the file's bytes stay: read them unlocked */
+			pthread_mutex_unlock(&fr->lock);
+			err = full_pread(fd, buf, n, off);
+			pthread_mutex_lock(&fr->lock);
+			break;
+		default:
+			/* released: only the committer, who releases, is here */
+			pthread_mutex_unlock(&fr->lock);
+			err = recover && fr->recover ?
+				      fr->recover(fr->recover_ctx, buf, n, off) :
+				      -EIO;
+			pthread_mutex_lock(&fr->lock);
+			break;
+		}
+		buf += n;
+		off += n;
+		len -= n;
+	}
+	pthread_mutex_unlock(&fr->lock);
+	return err;
 }
 
 int kiln_zfrag_read(struct kiln_zfrag *fr, void *buf, size_t len,
 		    uint64_t off)
 {
-	pthread_mutex_lock(&fr->lock);
-	if (off > fr->size || len > fr->size - off) {
-		pthread_mutex_unlock(&fr->lock);
-		return -EINVAL;
-	}
-	if (fr->fd >= 0) {
-		int fd = fr->fd;
+	uint64_t size;
 
-		/* the file stays: read it unlocked */
-		pthread_mutex_unlock(&fr->lock);
-		return full_pread(fd, buf, len, off);
-	}
-	memcpy(buf, fr->buf + off, len);
+	pthread_mutex_lock(&fr->lock);
+	size = fr->size;
 	pthread_mutex_unlock(&fr->lock);
-	return 0;
+	if (off > size || len > size - off)
+		return -EINVAL;
+	return zfrag_copy(fr, buf, len, off, false);
+}
+
+void kiln_zfrag_set_recover(struct kiln_zfrag *fr, kiln_zfrag_recover_fn fn,
+			    void *ctx)
+{
+	fr->recover = fn;
+	fr->recover_ctx = ctx;
+}
+
+void kiln_zfrag_release(struct kiln_zfrag *fr, uint64_t end)
+{
+	size_t n = (size_t)(KILN_MIN(end, fr->size) >> fr->bits);
+
+	if (!fr->recover)
+		return;
+	for (size_t i = fr->oldest; i < n; i++) {
+		bool mem;
+
+		pthread_mutex_lock(&fr->lock);
+		mem = zfrag_in_mem(fr, i);
+		pthread_mutex_unlock(&fr->lock);
+		if (mem)
+			zfrag_unload(fr, i, ZFRAG_GONE);
+	}
+}
+
+void kiln_zfrag_consumed(struct kiln_zfrag *fr, uint64_t from, uint64_t to)
+{
+	const uint64_t psz = (uint64_t)1 << fr->bits;
+	size_t i = (size_t)((from + psz - 1) >> fr->bits);
+
+	pthread_mutex_lock(&fr->lock);
+	for (; ((uint64_t)i + 1) << fr->bits <= to && i < fr->nr_pieces; i++)
+		if (fr->where[i] == ZFRAG_MEM) {
+			fr->where[i] = ZFRAG_READ;
+			fr->nr_read++;
+		}
+	pthread_mutex_unlock(&fr->lock);
 }
 
 /*
- * Point *@p at @n <= ZFRAG_CMP_CHUNK stored bytes at @off: into the buffer,
- * or read into the compare buffer once spilled. The committer only (the
- * one thread that moves the buffer). 0 or -errno.
+ * Point *@p at @n <= ZFRAG_CMP_CHUNK stored bytes at @off: into a piece
+ * in memory, else copied into the compare buffer. The committer only (the
+ * one thread that moves pieces). 0 or -errno.
  */
 static int zfrag_stored(struct kiln_zfrag *fr, uint64_t off, size_t n,
 			const uint8_t **p)
 {
-	if (fr->fd < 0) {
-		*p = fr->buf + off;
+	const size_t mask = ((size_t)1 << fr->bits) - 1;
+	size_t i = (size_t)(off >> fr->bits);
+	bool mem;
+
+	/* workers mark pieces read; only this thread frees them */
+	pthread_mutex_lock(&fr->lock);
+	mem = zfrag_in_mem(fr, i);
+	pthread_mutex_unlock(&fr->lock);
+	if (mem && ((size_t)off & mask) + n <= mask + 1) {
+		*p = fr->piece[i] + ((size_t)off & mask);
 		return 0;
 	}
 	*p = fr->cmp;
-	return full_pread(fr->fd, fr->cmp, n, off);
+	return zfrag_copy(fr, fr->cmp, n, off, true);
 }
 
 /* 1 when the stored bytes at @off equal @data, 0 if not, or -errno. */
@@ -427,6 +665,8 @@ int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
 
 	if (!len)
 		return -EINVAL;
+	if (fr->err)
+		return fr->err;
 	h = XXH3_64bits(data, len);
 	/* 1. an identical fragment is already stored: share it */
 	for (n = index_first(&fr->whole, h); n; n = e->next) {
@@ -446,8 +686,11 @@ int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
 	err = indexed ? index_reserve(&fr->whole) : 0;
 	if (!err && tail_key)
 		err = index_reserve(&fr->tails);
-	if (!err)
+	if (!err) {
 		err = zfrag_append(fr, data, len);
+		if (err)
+			fr->err = err;	/* pieces past @size half written */
+	}
 	if (err)
 		return err;
 	if (indexed)

@@ -16,8 +16,10 @@ struct kiln_zfrag;
 
 /*
  * An empty buffer that keeps up to @mem_limit bytes in memory (0: a
- * default of 16 MiB) and moves everything to an unlinked temporary file
- * in @tmpdir (NULL: $TMPDIR or /tmp) beyond that. 0 or -errno.
+ * default of 48 MiB), in pieces of at most 1 MiB, and moves its oldest
+ * pieces to an unlinked temporary file in @tmpdir (NULL: $TMPDIR or
+ * /tmp) when more would not fit. Pieces released with
+ * kiln_zfrag_release() leave memory without going there. 0 or -errno.
  */
 int kiln_zfrag_new(size_t mem_limit, const char *tmpdir,
 		   struct kiln_zfrag **fr);
@@ -26,7 +28,8 @@ void kiln_zfrag_free(struct kiln_zfrag *fr);
 /*
  * Store @len bytes of @data (@len > 0) and give their offset in *@off.
  * Bytes equal to a fragment stored before (same hash, same bytes) are
- * not stored again: *@off is that fragment's offset. 0 or -errno.
+ * not stored again: *@off is that fragment's offset. 0 or -errno; after
+ * an error the buffer only repeats it.
  */
 int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
 		   uint64_t *off);
@@ -48,14 +51,43 @@ void kiln_zfrag_share(struct kiln_zfrag *fr, size_t len);
 uint64_t kiln_zfrag_size(const struct kiln_zfrag *fr);
 /* Bytes given to kiln_zfrag_add() that dedupe did not have to store. */
 uint64_t kiln_zfrag_saved(const struct kiln_zfrag *fr);
-/* Whether the contents moved to the temporary file. */
+/* Whether some contents moved to the temporary file. */
 int kiln_zfrag_spilled(const struct kiln_zfrag *fr);
+/* Bytes written to the temporary file. */
+uint64_t kiln_zfrag_spill_bytes(const struct kiln_zfrag *fr);
 
 /*
- * Copy @len stored bytes at @off into @buf. 0, -EINVAL past the end. Any
- * thread, also while the writer adds fragments.
+ * Copy @len stored bytes at @off into @buf. 0, -EINVAL past the end, -EIO
+ * for released bytes. Any thread, also while the writer adds fragments.
  */
 int kiln_zfrag_read(struct kiln_zfrag *fr, void *buf, size_t len,
 		    uint64_t off);
+
+/*
+ * Released bytes come back from where they went: fill @buf with the @len
+ * stored bytes at @off (all released ones). 0 or -errno.
+ */
+typedef int (*kiln_zfrag_recover_fn)(void *ctx, void *buf, size_t len,
+				     uint64_t off);
+/*
+ * Who gives released bytes back when dedupe compares against them (@fn
+ * NULL: nobody; nothing may be released then). The writer's thread calls
+ * @fn, from kiln_zfrag_add() and kiln_zfrag_find_tail().
+ */
+void kiln_zfrag_set_recover(struct kiln_zfrag *fr, kiln_zfrag_recover_fn fn,
+			    void *ctx);
+/*
+ * Free the memory of the whole pieces below @end that are still in
+ * memory: their bytes are to be had from the recover callback from now
+ * on. Nothing happens without one. The writer only.
+ */
+void kiln_zfrag_release(struct kiln_zfrag *fr, uint64_t end);
+/*
+ * The reader of bytes [@from, @to) will not read them again: their whole
+ * pieces are freed first when the writer needs room, and come back from
+ * the recover callback (which may have to wait for them). Mark only
+ * bytes the callback can give back. Any thread.
+ */
+void kiln_zfrag_consumed(struct kiln_zfrag *fr, uint64_t from, uint64_t to);
 
 #endif

@@ -8,6 +8,8 @@
  * after every file.
  */
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -38,10 +40,13 @@
 /* Compressor output buffer each running segment holds (pcluster.c). */
 #define PACKED_SCRATCH		(1ull << 20)
 /* Compressed segments kept in memory until the end; more: a temp file. */
-#define PACKED_SPOOL_MEM	((size_t)8 << 20)
+#define PACKED_SPOOL_MEM	((size_t)2 << 20)
+
+struct kiln_packer;
 
 /* One segment: bytes [off, off + len) of the fragment buffer. */
 struct packed_item {
+	struct kiln_packer *pk;
 	uint64_t off, len;
 	uint64_t size;			/* the buffer's size when submitted */
 	struct kiln_zfile *zf;		/* the worker's result */
@@ -69,6 +74,30 @@ struct kiln_packer {
 	struct packed_part *parts;
 	size_t nr_parts, cap_parts;
 	struct kiln_zfrag *spool;
+	/*
+	 * Once a segment is committed its input leaves the fragment buffer
+	 * (kiln_zfrag_release()): dedupe's rare compares against it decode
+	 * its pclusters from the spool (packed_recover(), the committer's
+	 * thread). @keep: a segment whose extents cannot be decoded that way
+	 * was seen, nothing more is released.
+	 */
+	bool keep;
+	/*
+	 * Set once the first segment came out compressed (else the buffer
+	 * is written plain at the end and must stay whole): workers then
+	 * mark what they have read (kiln_zfrag_consumed()).
+	 */
+	atomic_bool release_ok;
+	void *dws;			/* decompress workspace, or NULL */
+	size_t dws_size;
+	uint8_t *pc;			/* one pcluster read from the spool */
+	size_t pc_cap;
+	uint8_t *dec;			/* the extent decoded last */
+	size_t dec_cap;
+	size_t dec_part, dec_ext;	/* which one; dec_ok: it is there */
+	bool dec_ok;
+	uint64_t nr_decoded;		/* extents decoded for compares */
+	uint64_t nr_waits;		/* compares that waited for a segment */
 };
 
 int kiln_zfile_place_fragment(struct kiln_zfile *zf, bool may_split)
@@ -95,9 +124,19 @@ int kiln_zfile_place_fragment(struct kiln_zfile *zf, bool may_split)
 	return 0;
 }
 
+/*
+ * A segment's reads only go forward (pcluster.c's input window): once
+ * read, its bytes are needed by dedupe alone, which decodes them again.
+ */
 static int packed_read(void *ctx, void *buf, size_t len, uint64_t off)
 {
-	return kiln_zfrag_read(ctx, buf, len, off);
+	struct packed_item *it = ctx;
+	struct kiln_zfrag *fr = it->pk->zc->frag;
+	int err = kiln_zfrag_read(fr, buf, len, off);
+
+	if (!err && atomic_load(&it->pk->release_ok))
+		kiln_zfrag_consumed(fr, it->off, off + len);
+	return err;
 }
 
 static int packed_process(void *ctx, void *item, unsigned int worker)
@@ -107,7 +146,7 @@ static int packed_process(void *ctx, void *item, unsigned int worker)
 	int err;
 
 	(void)worker;
-	err = kiln_zfile_compress_segment(pk->zc, packed_read, pk->zc->frag,
+	err = kiln_zfile_compress_segment(pk->zc, packed_read, it,
 					  it->off, it->len, it->size,
 					  KILN_ZSEG_PACKED, NULL, &it->zf);
 	if (err == 1) {
@@ -118,6 +157,206 @@ static int packed_process(void *ctx, void *item, unsigned int worker)
 		err = 0;
 	}
 	return err;
+}
+
+/*
+ * Whether every extent of @pt can be decoded from the spool alone: held
+ * pclusters, raw or in the context's codec, or holes.
+ */
+static bool packed_decodable(const struct kiln_packer *pk,
+			     const struct packed_part *pt)
+{
+	const struct kiln_zfile *zf = pt->zf;
+	const unsigned int alg = pk->zc->ops->erofs_alg + 1u;
+
+	if (zf->idata || zf->frag)
+		return false;
+	for (size_t i = 0; i < zf->nr_ext; i++) {
+		const struct kiln_zext *e = &zf->ext[i];
+
+		if (e->flags & KILN_ZEXT_HOLE)
+			continue;
+		if (e->flags & ~(unsigned int)KILN_ZEXT_PARTIAL ||
+		    (e->fmt && e->fmt != alg) ||
+		    e->pstart > zf->held_len || e->plen > zf->held_len - e->pstart ||
+		    (!e->fmt && e->llen > e->plen))
+			return false;
+	}
+	return true;
+}
+
+/* The committed part that holds buffer offset @off, or NULL. */
+static const struct packed_part *packed_part_at(const struct kiln_packer *pk,
+						uint64_t off, size_t *idx)
+{
+	size_t lo = 0, hi = pk->nr_parts;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct kiln_zfile *zf = pk->parts[mid].zf;
+
+		if (off < zf->seg_off)
+			hi = mid;
+		else if (off - zf->seg_off >= zf->size)
+			lo = mid + 1;
+		else {
+			*idx = mid;
+			return &pk->parts[mid];
+		}
+	}
+	return NULL;
+}
+
+/* The extent of @zf that holds offset @rel (in the part), or SIZE_MAX. */
+static size_t packed_ext_at(const struct kiln_zfile *zf, uint64_t rel)
+{
+	size_t lo = 0, hi = zf->nr_ext;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct kiln_zext *e = &zf->ext[mid];
+
+		if (rel < e->lstart)
+			hi = mid;
+		else if (rel - e->lstart >= e->llen)
+			lo = mid + 1;
+		else
+			return mid;
+	}
+	return SIZE_MAX;
+}
+
+static int packed_grow(uint8_t **buf, size_t *cap, size_t len)
+{
+	uint8_t *p;
+
+	if (len <= *cap)
+		return 0;
+	p = realloc(*buf, len);
+	if (!p)
+		return -ENOMEM;
+	*buf = p;
+	*cap = len;
+	return 0;
+}
+
+/* Decode extent @ei of part @pi into pk->dec (its llen bytes). */
+static int packed_decode(struct kiln_packer *pk, size_t pi, size_t ei)
+{
+	const struct packed_part *pt = &pk->parts[pi];
+	const struct kiln_zext *e = &pt->zf->ext[ei];
+	const struct kiln_codec_ops *ops = pk->zc->ops;
+	size_t skip = 0;
+	int err;
+
+	pk->dec_ok = false;
+	/* read by its worker before a part like it stopped the releases */
+	if (!packed_decodable(pk, pt))
+		return -EIO;
+	err = packed_grow(&pk->dec, &pk->dec_cap, KILN_MAX(e->llen, 1u));
+	if (err)
+		return err;
+	if (e->flags & KILN_ZEXT_HOLE) {
+		memset(pk->dec, 0, e->llen);
+		goto done;
+	}
+	err = packed_grow(&pk->pc, &pk->pc_cap, KILN_MAX(e->plen, 1u));
+	if (!err)
+		err = kiln_zfrag_read(pk->spool, pk->pc, e->plen,
+				      pt->spool_off + e->pstart);
+	if (err)
+		return err;
+	if (!e->fmt) {
+		memcpy(pk->dec, pk->pc, e->llen);
+		goto done;
+	}
+	if (!pk->dws) {
+		size_t ws = KILN_MAX(ops->decompress_wsize(KILN_CODEC_MAX_OUT),
+				     (size_t)64);
+
+		pk->dws = malloc(ws);
+		if (!pk->dws)
+			return -ENOMEM;
+		err = kiln_codec_dws_init(ops, pk->dws, ws);
+		if (err) {
+			free(pk->dws);
+			pk->dws = NULL;
+			return err;
+		}
+		pk->dws_size = ws;
+	}
+	/* the stream sits at the end, zeros in front */
+	while (skip < e->plen && !pk->pc[skip])
+		skip++;
+	err = ops->decompress(pk->dws, pk->dec, e->llen, pk->pc + skip,
+			      e->plen - skip, e->flags & KILN_ZEXT_PARTIAL);
+	if (err)
+		return err > 0 ? -EIO : err;
+done:
+	pk->nr_decoded++;
+	pk->dec_part = pi;
+	pk->dec_ext = ei;
+	pk->dec_ok = true;
+	return 0;
+}
+
+static int packed_recover_bytes(struct kiln_packer *pk, uint8_t *dst,
+				size_t len, uint64_t off);
+
+/* kiln_zfrag_recover_fn: released fragment bytes, from the spool. */
+static int packed_recover(void *ctx, void *buf, size_t len, uint64_t off)
+{
+	struct kiln_packer *pk = ctx;
+	int err = packed_recover_bytes(pk, buf, len, off);
+
+	if (err && err != -ENOMEM)
+		kiln_log(&pk->b->lg, KILN_LOG_ERROR,
+			 "packed inode: fragment bytes at %llu for dedupe: %s",
+			 (unsigned long long)off, kiln_strerror(err));
+	return err;
+}
+
+static int packed_recover_bytes(struct kiln_packer *pk, uint8_t *dst,
+				size_t len, uint64_t off)
+{
+	const struct kiln_zfile *last;
+
+	/* read by a segment still in flight: wait for it to be committed */
+	last = pk->nr_parts ? pk->parts[pk->nr_parts - 1].zf : NULL;
+	if (!last || off + len > last->seg_off + last->size) {
+		int err = kiln_jobs_finish(pk->jobs);
+
+		if (err)
+			return err;
+		pk->nr_waits++;
+	}
+	while (len) {
+		const struct packed_part *pt;
+		const struct kiln_zext *e;
+		size_t pi, ei, n;
+		uint64_t rel;
+		int err;
+
+		pt = packed_part_at(pk, off, &pi);
+		if (!pt)
+			return -EIO;
+		rel = off - pt->zf->seg_off;
+		ei = packed_ext_at(pt->zf, rel);
+		if (ei == SIZE_MAX)
+			return -EIO;
+		e = &pt->zf->ext[ei];
+		if (!pk->dec_ok || pk->dec_part != pi || pk->dec_ext != ei) {
+			err = packed_decode(pk, pi, ei);
+			if (err)
+				return err;
+		}
+		n = (size_t)KILN_MIN((uint64_t)len, e->lstart + e->llen - rel);
+		memcpy(dst, pk->dec + (rel - e->lstart), n);
+		dst += n;
+		off += n;
+		len -= n;
+	}
+	return 0;
 }
 
 /* In buffer order: keep the segment's extents, spool its pclusters. */
@@ -147,6 +386,11 @@ static int packed_commit(void *ctx, void *item)
 	pt->zf->held = NULL;
 	it->zf = NULL;
 	pk->nr_parts++;
+	if (!pk->keep && !packed_decodable(pk, pt))
+		pk->keep = true;
+	atomic_store(&pk->release_ok, !pk->keep);
+	if (!pk->keep)
+		kiln_zfrag_release(pk->zc->frag, it->off + it->len);
 	return 0;
 }
 
@@ -207,6 +451,7 @@ static int packer_new(struct kiln_build *b, struct kiln_packer **out)
 		free(pk);
 		return err;
 	}
+	kiln_zfrag_set_recover(pk->zc->frag, packed_recover, pk);
 	*out = pk;
 	return 0;
 }
@@ -218,10 +463,17 @@ void kiln_packed_free(struct kiln_build *b)
 	if (!pk)
 		return;
 	kiln_jobs_free(pk->jobs);
+	kiln_zfrag_set_recover(pk->zc->frag, NULL, NULL);
 	for (size_t i = 0; i < pk->nr_parts; i++)
 		kiln_zfile_free(pk->parts[i].zf);
 	free(pk->parts);
 	kiln_zfrag_free(pk->spool);
+	if (pk->dws) {
+		kiln_codec_dws_fini(pk->zc->ops, pk->dws);
+		free(pk->dws);
+	}
+	free(pk->pc);
+	free(pk->dec);
 	free(pk);
 	b->packer = NULL;
 }
@@ -236,6 +488,7 @@ static int packer_submit(struct kiln_packer *pk, uint64_t end, uint64_t size)
 
 		if (!it)
 			return -ENOMEM;
+		it->pk = pk;
 		it->off = pk->next_off;
 		it->len = KILN_MIN(pk->seg_size, size - it->off);
 		it->size = size;
@@ -312,6 +565,8 @@ static int packer_finish(struct kiln_build *b, struct kiln_node *n)
 
 	err = packer_submit(pk, n->size, n->size);
 	ferr = kiln_jobs_finish(pk->jobs);
+	/* no fragment comes any more; the parts now move into @whole */
+	kiln_zfrag_set_recover(pk->zc->frag, NULL, NULL);
 	if (ferr || err)
 		return packer_fail(b, ferr ? ferr : err);
 	if (pk->raw)
@@ -415,6 +670,12 @@ int kiln_packed_write(struct kiln_build *b)
 			return err;
 	}
 	err = packer_finish(b, n);
+	/* how it went depends on the threads' timing: debug only */
+	kiln_log(&b->lg, KILN_LOG_DEBUG,
+		 "fragment buffer: %llu bytes to a temporary file, %llu extents decoded again for dedupe, %llu waits",
+		 (unsigned long long)kiln_zfrag_spill_bytes(zc->frag),
+		 (unsigned long long)b->packer->nr_decoded,
+		 (unsigned long long)b->packer->nr_waits);
 	kiln_packed_free(b);
 	if (err < 0)
 		return err;
