@@ -16,14 +16,14 @@
 struct fixture {
 	char path[64];
 	struct kiln_out *out;
-	struct kiln_zdedupe *dd;
+	struct kiln_dedupe *dd;
 };
 
 static int fixture_open(struct fixture *f)
 {
 	snprintf(f->path, sizeof(f->path), "/tmp/test-compress-dedupe-%d.img",
 		 (int)getpid());
-	if (kiln_zdedupe_new(&f->dd))
+	if (kiln_dedupe_new(&f->dd))
 		return -1;
 	return kiln_out_open(&f->out, f->path, 12, 1, NULL);
 }
@@ -31,7 +31,7 @@ static int fixture_open(struct fixture *f)
 static void fixture_close(struct fixture *f)
 {
 	kiln_out_abort(f->out);
-	kiln_zdedupe_free(f->dd);
+	kiln_dedupe_free(f->dd);
 }
 
 static void fill(uint8_t *p, size_t n, unsigned int seed)
@@ -46,9 +46,9 @@ static uint64_t commit_one(struct fixture *f, const uint8_t *pc, uint32_t n,
 {
 	kiln_blk_t blk;
 
-	CHECK_EQ(kiln_zdedupe_add_pending(f->dd, n, llen, fmt, hash, 0), 0);
+	CHECK_EQ(kiln_dedupe_add_pending(f->dd, n, llen, fmt, hash, 0), 0);
 	CHECK_EQ(kiln_out_append(f->out, pc, n, &blk), 0);
-	kiln_zdedupe_settle(f->dd, (uint64_t)blk << 12);
+	kiln_dedupe_settle(f->dd, (uint64_t)blk << 12);
 	return (uint64_t)blk << 12;
 }
 
@@ -63,17 +63,17 @@ TEST(forced_hash_collision_with_other_bytes_is_not_shared)
 	fill(a, sizeof(a), 1);
 	memcpy(b, a, sizeof(b));
 	b[4999] ^= 1;			/* differs in the very last byte */
-	h = kiln_zdedupe_hash(a, sizeof(a), 65536, 4);
+	h = kiln_dedupe_hash(a, sizeof(a), 65536, 4);
 	at = commit_one(&f, a, sizeof(a), 65536, 4, h);
 	/* b handed in with a's hash: the byte comparison must refuse it */
-	CHECK_EQ(kiln_zdedupe_find(f.dd, f.out, NULL, b, sizeof(b), 65536, 4,
+	CHECK_EQ(kiln_dedupe_find(f.dd, f.out, NULL, b, sizeof(b), 65536, 4,
 				   h, &addr, &pending), 0);
 	/* the real copy is found, in the image */
-	CHECK_EQ(kiln_zdedupe_find(f.dd, f.out, NULL, a, sizeof(a), 65536, 4,
+	CHECK_EQ(kiln_dedupe_find(f.dd, f.out, NULL, a, sizeof(a), 65536, 4,
 				   h, &addr, &pending), 1);
 	CHECK_EQ(addr, at);
 	CHECK(!pending);
-	CHECK_EQ(kiln_zdedupe_saved(f.dd), sizeof(a));
+	CHECK_EQ(kiln_dedupe_saved(f.dd), sizeof(a));
 	fixture_close(&f);
 }
 
@@ -86,20 +86,20 @@ TEST(equal_bytes_with_other_length_or_format_are_not_shared)
 
 	CHECK_EQ(fixture_open(&f), 0);
 	fill(a, sizeof(a), 2);
-	h = kiln_zdedupe_hash(a, sizeof(a), 20000, 1);
+	h = kiln_dedupe_hash(a, sizeof(a), 20000, 1);
 	commit_one(&f, a, sizeof(a), 20000, 1, h);
 	/* same stored bytes, but decoding to another length */
-	CHECK_EQ(kiln_zdedupe_find(f.dd, f.out, NULL, a, sizeof(a), 19999, 1,
+	CHECK_EQ(kiln_dedupe_find(f.dd, f.out, NULL, a, sizeof(a), 19999, 1,
 				   h, &addr, &pending), 0);
 	/* or with another algorithm, or raw */
-	CHECK_EQ(kiln_zdedupe_find(f.dd, f.out, NULL, a, sizeof(a), 20000, 3,
+	CHECK_EQ(kiln_dedupe_find(f.dd, f.out, NULL, a, sizeof(a), 20000, 3,
 				   h, &addr, &pending), 0);
-	CHECK_EQ(kiln_zdedupe_find(f.dd, f.out, NULL, a, sizeof(a), 20000, 0,
+	CHECK_EQ(kiln_dedupe_find(f.dd, f.out, NULL, a, sizeof(a), 20000, 0,
 				   h, &addr, &pending), 0);
 	/* a shorter prefix of the same bytes */
-	CHECK_EQ(kiln_zdedupe_find(f.dd, f.out, NULL, a, 4000, 20000, 1,
+	CHECK_EQ(kiln_dedupe_find(f.dd, f.out, NULL, a, 4000, 20000, 1,
 				   h, &addr, &pending), 0);
-	CHECK_EQ(kiln_zdedupe_find(f.dd, f.out, NULL, a, sizeof(a), 20000, 1,
+	CHECK_EQ(kiln_dedupe_find(f.dd, f.out, NULL, a, sizeof(a), 20000, 1,
 				   h, &addr, &pending), 1);
 	fixture_close(&f);
 }
@@ -114,18 +114,18 @@ TEST(pending_pclusters_are_compared_in_the_commit_buffer)
 	CHECK_EQ(fixture_open(&f), 0);
 	fill(local, sizeof(local), 3);
 	fill(other, sizeof(other), 4);
-	h = kiln_zdedupe_hash(local + 1000, 3000, 65536, 0);
-	CHECK_EQ(kiln_zdedupe_add_pending(f.dd, 3000, 65536, 0, h, 1000), 0);
-	CHECK_EQ(kiln_zdedupe_find(f.dd, f.out, local, other, 3000, 65536, 0,
+	h = kiln_dedupe_hash(local + 1000, 3000, 65536, 0);
+	CHECK_EQ(kiln_dedupe_add_pending(f.dd, 3000, 65536, 0, h, 1000), 0);
+	CHECK_EQ(kiln_dedupe_find(f.dd, f.out, local, other, 3000, 65536, 0,
 				   h, &addr, &pending), 0);
-	CHECK_EQ(kiln_zdedupe_find(f.dd, f.out, local, local + 1000, 3000,
+	CHECK_EQ(kiln_dedupe_find(f.dd, f.out, local, local + 1000, 3000,
 				   65536, 0, h, &addr, &pending), 1);
 	CHECK(pending);
 	CHECK_EQ(addr, 1000u);
 	/* once settled, the entry is an image address */
-	kiln_zdedupe_settle(f.dd, 8192);
+	kiln_dedupe_settle(f.dd, 8192);
 	CHECK_EQ(kiln_out_pwrite(f.out, local, sizeof(local), 4096), 0);
-	CHECK_EQ(kiln_zdedupe_find(f.dd, f.out, NULL, local + 1000, 3000,
+	CHECK_EQ(kiln_dedupe_find(f.dd, f.out, NULL, local + 1000, 3000,
 				   65536, 0, h, &addr, &pending), 0);
 	fixture_close(&f);
 }
@@ -151,23 +151,23 @@ TEST(flat_data_is_shared_only_when_the_caller_confirms_it)
 	int calls = 0;
 
 	CHECK_EQ(fixture_open(&f), 0);
-	CHECK_EQ(kiln_zdedupe_add_flat(f.dd, 300000, 42, 8192), 0);
+	CHECK_EQ(kiln_dedupe_add_flat(f.dd, 300000, 42, 8192), 0);
 	/* other length or hash: not even a candidate */
-	CHECK_EQ(kiln_zdedupe_find_flat(f.dd, 299008, 42, accept, &calls,
+	CHECK_EQ(kiln_dedupe_find_flat(f.dd, 299008, 42, accept, &calls,
 					&addr), 0);
-	CHECK_EQ(kiln_zdedupe_find_flat(f.dd, 300000, 43, accept, &calls,
+	CHECK_EQ(kiln_dedupe_find_flat(f.dd, 300000, 43, accept, &calls,
 					&addr), 0);
 	CHECK_EQ(calls, 0);
-	CHECK_EQ(kiln_zdedupe_find_flat(f.dd, 300000, 42, refuse, &calls,
+	CHECK_EQ(kiln_dedupe_find_flat(f.dd, 300000, 42, refuse, &calls,
 					&addr), 0);
 	CHECK_EQ(calls, 1);
-	CHECK_EQ(kiln_zdedupe_find_flat(f.dd, 300000, 42, accept, &calls,
+	CHECK_EQ(kiln_dedupe_find_flat(f.dd, 300000, 42, accept, &calls,
 					&addr), 1);
 	CHECK_EQ(addr, 8192u);
 	/* a pcluster entry never answers a flat lookup, nor the reverse */
-	CHECK_EQ(kiln_zdedupe_add_pending(f.dd, 300000, 0, 0, 77, 0), 0);
-	kiln_zdedupe_settle(f.dd, 4096);
-	CHECK_EQ(kiln_zdedupe_find_flat(f.dd, 300000, 77, accept, &calls,
+	CHECK_EQ(kiln_dedupe_add_pending(f.dd, 300000, 0, 0, 77, 0), 0);
+	kiln_dedupe_settle(f.dd, 4096);
+	CHECK_EQ(kiln_dedupe_find_flat(f.dd, 300000, 77, accept, &calls,
 					&addr), 0);
 	fixture_close(&f);
 }

@@ -31,101 +31,101 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
 
 TEST(fragments_are_appended_in_order)
 {
-	struct kiln_zfrag *fr;
+	struct kiln_frag *fr;
 	uint8_t a[100], b[300], got[400];
 	uint64_t off = 99;
 
 	fill(a, sizeof(a), 1);
 	fill(b, sizeof(b), 2);
-	CHECK_EQ(kiln_zfrag_new(0, NULL, &fr), 0);
-	CHECK_EQ(kiln_zfrag_add(fr, a, sizeof(a), &off), 0);
+	CHECK_EQ(kiln_frag_new(0, NULL, &fr), 0);
+	CHECK_EQ(kiln_frag_add(fr, a, sizeof(a), &off), 0);
 	CHECK_EQ(off, 0);
-	CHECK_EQ(kiln_zfrag_add(fr, b, sizeof(b), &off), 0);
+	CHECK_EQ(kiln_frag_add(fr, b, sizeof(b), &off), 0);
 	CHECK_EQ(off, 100);
-	CHECK_EQ(kiln_zfrag_size(fr), 400);
-	CHECK_EQ(kiln_zfrag_read(fr, got, sizeof(got), 0), 0);
+	CHECK_EQ(kiln_frag_size(fr), 400);
+	CHECK_EQ(kiln_frag_read(fr, got, sizeof(got), 0), 0);
 	CHECK(!memcmp(got, a, sizeof(a)));
 	CHECK(!memcmp(got + 100, b, sizeof(b)));
-	CHECK_EQ(kiln_zfrag_read(fr, got, 2, 399), -EINVAL);
-	CHECK_EQ(kiln_zfrag_add(fr, a, 0, &off), -EINVAL);
-	kiln_zfrag_free(fr);
+	CHECK_EQ(kiln_frag_read(fr, got, 2, 399), -EINVAL);
+	CHECK_EQ(kiln_frag_add(fr, a, 0, &off), -EINVAL);
+	kiln_frag_free(fr);
 }
 
 TEST(identical_fragments_are_stored_once)
 {
-	struct kiln_zfrag *fr;
+	struct kiln_frag *fr;
 	uint8_t a[5000], b[5000];
 	uint64_t o1, o2, o3, o4;
 
 	fill(a, sizeof(a), 3);
 	memcpy(b, a, sizeof(b));
-	CHECK_EQ(kiln_zfrag_new(0, NULL, &fr), 0);
-	CHECK_EQ(kiln_zfrag_add(fr, a, sizeof(a), &o1), 0);
-	CHECK_EQ(kiln_zfrag_add(fr, b, sizeof(b), &o2), 0);
+	CHECK_EQ(kiln_frag_new(0, NULL, &fr), 0);
+	CHECK_EQ(kiln_frag_add(fr, a, sizeof(a), &o1), 0);
+	CHECK_EQ(kiln_frag_add(fr, b, sizeof(b), &o2), 0);
 	CHECK_EQ(o1, o2);
-	CHECK_EQ(kiln_zfrag_size(fr), 5000);
-	CHECK_EQ(kiln_zfrag_saved(fr), 5000);
+	CHECK_EQ(kiln_frag_size(fr), 5000);
+	CHECK_EQ(kiln_frag_saved(fr), 5000);
 	/* same length, one byte differs: stored */
 	b[4999] ^= 1;
-	CHECK_EQ(kiln_zfrag_add(fr, b, sizeof(b), &o3), 0);
+	CHECK_EQ(kiln_frag_add(fr, b, sizeof(b), &o3), 0);
 	CHECK_EQ(o3, 5000);
 	/* a prefix is a different fragment (its own hash) */
-	CHECK_EQ(kiln_zfrag_add(fr, a, 10, &o4), 0);
+	CHECK_EQ(kiln_frag_add(fr, a, 10, &o4), 0);
 	CHECK_EQ(o4, 10000);
-	CHECK_EQ(kiln_zfrag_size(fr), 10010);
-	kiln_zfrag_free(fr);
+	CHECK_EQ(kiln_frag_size(fr), 10010);
+	kiln_frag_free(fr);
 }
 
 TEST(many_fragments_grow_the_table_and_still_dedupe)
 {
-	struct kiln_zfrag *fr;
+	struct kiln_frag *fr;
 	uint8_t buf[64];
 	uint64_t off, first[2000];
 
-	CHECK_EQ(kiln_zfrag_new(0, NULL, &fr), 0);
+	CHECK_EQ(kiln_frag_new(0, NULL, &fr), 0);
 	for (uint32_t i = 0; i < 2000; i++) {
 		fill(buf, sizeof(buf), i);
-		CHECK_EQ(kiln_zfrag_add(fr, buf, sizeof(buf), &first[i]), 0);
+		CHECK_EQ(kiln_frag_add(fr, buf, sizeof(buf), &first[i]), 0);
 	}
 	for (uint32_t i = 0; i < 2000; i += 7) {
 		fill(buf, sizeof(buf), i);
-		CHECK_EQ(kiln_zfrag_add(fr, buf, sizeof(buf), &off), 0);
+		CHECK_EQ(kiln_frag_add(fr, buf, sizeof(buf), &off), 0);
 		CHECK_EQ(off, first[i]);
 	}
-	CHECK_EQ(kiln_zfrag_size(fr), 2000 * 64);
-	kiln_zfrag_free(fr);
+	CHECK_EQ(kiln_frag_size(fr), 2000 * 64);
+	kiln_frag_free(fr);
 }
 
 TEST(a_buffer_past_its_memory_limit_spills_and_reads_back)
 {
-	struct kiln_zfrag *fr;
+	struct kiln_frag *fr;
 	uint8_t *data = malloc(50000), *got = malloc(50000);
 	uint64_t off, again;
 
 	CHECK(data && got);
 	fill(data, 50000, 9);
-	CHECK_EQ(kiln_zfrag_new(4096, NULL, &fr), 0);
-	CHECK_EQ(kiln_zfrag_add(fr, data, 3000, &off), 0);
-	CHECK(!kiln_zfrag_spilled(fr));
-	CHECK_EQ(kiln_zfrag_add(fr, data + 3000, 47000, &off), 0);
+	CHECK_EQ(kiln_frag_new(4096, NULL, &fr), 0);
+	CHECK_EQ(kiln_frag_add(fr, data, 3000, &off), 0);
+	CHECK(!kiln_frag_spilled(fr));
+	CHECK_EQ(kiln_frag_add(fr, data + 3000, 47000, &off), 0);
 	CHECK_EQ(off, 3000);
-	CHECK(kiln_zfrag_spilled(fr));
-	CHECK_EQ(kiln_zfrag_read(fr, got, 50000, 0), 0);
+	CHECK(kiln_frag_spilled(fr));
+	CHECK_EQ(kiln_frag_read(fr, got, 50000, 0), 0);
 	CHECK(!memcmp(got, data, 50000));
 	/* dedupe compares against the file now */
-	CHECK_EQ(kiln_zfrag_add(fr, data + 3000, 47000, &again), 0);
+	CHECK_EQ(kiln_frag_add(fr, data + 3000, 47000, &again), 0);
 	CHECK_EQ(again, 3000);
-	CHECK_EQ(kiln_zfrag_add(fr, data, 3000, &again), 0);
+	CHECK_EQ(kiln_frag_add(fr, data, 3000, &again), 0);
 	CHECK_EQ(again, 0);
-	CHECK_EQ(kiln_zfrag_size(fr), 50000);
-	kiln_zfrag_free(fr);
+	CHECK_EQ(kiln_frag_size(fr), 50000);
+	kiln_frag_free(fr);
 	free(data);
 	free(got);
 }
 
 /* The writer appends past the memory limit while a reader re-reads. */
 struct reader_arg {
-	struct kiln_zfrag *fr;
+	struct kiln_frag *fr;
 	const uint8_t *data;
 	_Atomic uint64_t published;	/* bytes the writer has added */
 	atomic_bool done;
@@ -148,7 +148,7 @@ static void *reader_main(void *p)
 		seed = seed * 1103515245u + 12345u;
 		off = (seed >> 8) % (have - sizeof(got) + 1);
 		len = 1 + (seed >> 4) % sizeof(got);
-		if (kiln_zfrag_read(r->fr, got, len, off) ||
+		if (kiln_frag_read(r->fr, got, len, off) ||
 		    memcmp(got, r->data + off, len))
 			r->bad++;
 		atomic_fetch_add(&r->reads, 1);
@@ -168,11 +168,11 @@ TEST(stored_bytes_read_back_while_the_writer_appends_and_spills)
 	if (!data)
 		return;
 	fill(data, total, 21);
-	CHECK_EQ(kiln_zfrag_new(100000, NULL, &r.fr), 0);
+	CHECK_EQ(kiln_frag_new(100000, NULL, &r.fr), 0);
 	r.data = data;
 	CHECK_EQ(pthread_create(&th, NULL, reader_main, &r), 0);
 	for (size_t at = 0; at < total; at += piece) {
-		CHECK_EQ(kiln_zfrag_add(r.fr, data + at, piece, &off), 0);
+		CHECK_EQ(kiln_frag_add(r.fr, data + at, piece, &off), 0);
 		CHECK_EQ(off, at);
 		atomic_store(&r.published, at + piece);
 		/* let the reader keep up: reads interleave with appends */
@@ -182,10 +182,10 @@ TEST(stored_bytes_read_back_while_the_writer_appends_and_spills)
 	}
 	atomic_store(&r.done, true);
 	pthread_join(th, NULL);
-	CHECK(kiln_zfrag_spilled(r.fr));
+	CHECK(kiln_frag_spilled(r.fr));
 	CHECK_EQ(r.bad, 0);
 	CHECK(atomic_load(&r.reads) > 0);
-	kiln_zfrag_free(r.fr);
+	kiln_frag_free(r.fr);
 	free(data);
 }
 
@@ -210,7 +210,7 @@ static int recover_copy(void *ctx, void *buf, size_t len, uint64_t off)
 TEST(released_bytes_leave_memory_and_compares_recover_them)
 {
 	struct recover_src r = { 0 };
-	struct kiln_zfrag *fr;
+	struct kiln_frag *fr;
 	uint8_t *data = malloc(80000), *b = malloc(60000), got[16];
 	uint64_t off, end = 0;
 	size_t same = 0;
@@ -219,67 +219,67 @@ TEST(released_bytes_leave_memory_and_compares_recover_them)
 	fill(data, 80000, 31);
 	r.data = data;
 	/* pieces of 32 KiB, all in memory: releases free them */
-	CHECK_EQ(kiln_zfrag_new(128 << 10, NULL, &fr), 0);
-	CHECK_EQ(kiln_zfrag_add(fr, data, 60000, &off), 0);
-	CHECK_EQ(kiln_zfrag_add(fr, data + 60000, 20000, &off), 0);
+	CHECK_EQ(kiln_frag_new(128 << 10, NULL, &fr), 0);
+	CHECK_EQ(kiln_frag_add(fr, data, 60000, &off), 0);
+	CHECK_EQ(kiln_frag_add(fr, data + 60000, 20000, &off), 0);
 	/* no callback: nothing is released */
-	kiln_zfrag_release(fr, 80000);
-	CHECK_EQ(kiln_zfrag_read(fr, got, sizeof(got), 100), 0);
+	kiln_frag_release(fr, 80000);
+	CHECK_EQ(kiln_frag_read(fr, got, sizeof(got), 100), 0);
 	CHECK(!memcmp(got, data + 100, sizeof(got)));
-	kiln_zfrag_set_recover(fr, recover_copy, &r);
-	kiln_zfrag_release(fr, 70000);	/* the two pieces below 65536 */
+	kiln_frag_set_recover(fr, recover_copy, &r);
+	kiln_frag_release(fr, 70000);	/* the two pieces below 65536 */
 	/* released bytes are not for workers any more; the rest still is */
-	CHECK_EQ(kiln_zfrag_read(fr, got, sizeof(got), 100), -EIO);
-	CHECK_EQ(kiln_zfrag_read(fr, got, sizeof(got), 79000), 0);
+	CHECK_EQ(kiln_frag_read(fr, got, sizeof(got), 100), -EIO);
+	CHECK_EQ(kiln_frag_read(fr, got, sizeof(got), 79000), 0);
 	CHECK(!memcmp(got, data + 79000, sizeof(got)));
 	CHECK_EQ(r.calls, 0);
 	/* a whole-fragment match compares against released bytes */
-	CHECK_EQ(kiln_zfrag_add(fr, data, 60000, &off), 0);
+	CHECK_EQ(kiln_frag_add(fr, data, 60000, &off), 0);
 	CHECK_EQ(off, 0);
 	CHECK(r.calls > 0);
-	CHECK_EQ(kiln_zfrag_saved(fr), 60000);
+	CHECK_EQ(kiln_frag_saved(fr), 60000);
 	/* a suffix match, compared backwards over released pieces */
 	fill(b, 60000, 32);
 	memcpy(b + 5000, data + 5000, 55000);
 	r.calls = 0;
-	CHECK_EQ(kiln_zfrag_find_tail(fr, b, 60000, &end, &same), 0);
+	CHECK_EQ(kiln_frag_find_tail(fr, b, 60000, &end, &same), 0);
 	CHECK_EQ(same, 55000);
 	CHECK_EQ(end, 60000);
 	CHECK(r.calls > 0);
 	/* the same bytes, changed: no match (the recovered bytes decide) */
 	b[5000] ^= 1;
-	CHECK_EQ(kiln_zfrag_find_tail(fr, b, 60000, &end, &same), 0);
+	CHECK_EQ(kiln_frag_find_tail(fr, b, 60000, &end, &same), 0);
 	CHECK_EQ(same, 54999);
 	/* nothing went to a file */
-	CHECK(!kiln_zfrag_spilled(fr));
-	CHECK_EQ(kiln_zfrag_spill_bytes(fr), 0);
+	CHECK(!kiln_frag_spilled(fr));
+	CHECK_EQ(kiln_frag_spill_bytes(fr), 0);
 	/* a failing recovery fails the add, and every add after it */
 	r.fail = -EIO;
-	CHECK_EQ(kiln_zfrag_add(fr, data, 60000, &off), -EIO);
-	CHECK_EQ(kiln_zfrag_size(fr), 80000);
-	kiln_zfrag_free(fr);
+	CHECK_EQ(kiln_frag_add(fr, data, 60000, &off), -EIO);
+	CHECK_EQ(kiln_frag_size(fr), 80000);
+	kiln_frag_free(fr);
 	free(data);
 	free(b);
 }
 
 TEST(only_pieces_past_the_limit_go_to_the_file)
 {
-	struct kiln_zfrag *fr;
+	struct kiln_frag *fr;
 	uint8_t *data = malloc(40000), *got = malloc(40000);
 	uint64_t off;
 
 	CHECK(data && got);
 	fill(data, 40000, 41);
 	/* 16 KiB in memory, pieces of 4 KiB */
-	CHECK_EQ(kiln_zfrag_new(16 << 10, NULL, &fr), 0);
+	CHECK_EQ(kiln_frag_new(16 << 10, NULL, &fr), 0);
 	for (size_t at = 0; at < 40000; at += 1000)
-		CHECK_EQ(kiln_zfrag_add(fr, data + at, 1000, &off), 0);
-	CHECK(kiln_zfrag_spilled(fr));
+		CHECK_EQ(kiln_frag_add(fr, data + at, 1000, &off), 0);
+	CHECK(kiln_frag_spilled(fr));
 	/* the oldest whole pieces: 40000 bytes need 10 pieces, 4 stay */
-	CHECK_EQ(kiln_zfrag_spill_bytes(fr), 6 * 4096);
-	CHECK_EQ(kiln_zfrag_read(fr, got, 40000, 0), 0);
+	CHECK_EQ(kiln_frag_spill_bytes(fr), 6 * 4096);
+	CHECK_EQ(kiln_frag_read(fr, got, 40000, 0), 0);
 	CHECK(!memcmp(got, data, 40000));
-	kiln_zfrag_free(fr);
+	kiln_frag_free(fr);
 	free(data);
 	free(got);
 }
@@ -353,7 +353,7 @@ TEST(tails_and_small_files_become_fragments_at_commit)
 		CHECK_EQ(kiln_zfile_compress(zc, mem_read, &ss, 1000, &a), 0);
 		CHECK_EQ(kiln_zfile_compress(zc, mem_read, &sb, 200000, &b), 0);
 		CHECK_EQ(kiln_zfile_compress(zc, mem_read, &ss, 1000, &c), 0);
-		CHECK_EQ(kiln_zfrag_size(zc->frag), 0);
+		CHECK_EQ(kiln_frag_size(zc->frag), 0);
 		CHECK(a && a->kind == KILN_ZMAP_FRAGMENT);
 		CHECK(b && b->kind != KILN_ZMAP_FRAGMENT && last_is_fragment(b));
 		/* commit order decides the offsets; the duplicate is shared */
@@ -365,8 +365,8 @@ TEST(tails_and_small_files_become_fragments_at_commit)
 		CHECK_EQ(c->fragoff, 0);
 		tail = b->ext[b->nr_ext - 1].lstart;
 		CHECK(tail > 0 && tail < 200000);
-		CHECK_EQ(kiln_zfrag_size(zc->frag), 1000 + (200000 - tail));
-		CHECK_EQ(kiln_zfrag_read(zc->frag, got, 200000 - tail, 1000), 0);
+		CHECK_EQ(kiln_frag_size(zc->frag), 1000 + (200000 - tail));
+		CHECK_EQ(kiln_frag_read(zc->frag, got, 200000 - tail, 1000), 0);
 		CHECK(!memcmp(got, big + tail, 200000 - tail));
 		kiln_zfile_free(a);
 		kiln_zfile_free(b);
@@ -478,7 +478,7 @@ TEST(fragment_offsets_past_4gib_use_full_indexes)
 TEST(the_stored_end_of_a_fragment_is_found_backwards)
 {
 	for (int spill = 0; spill < 2; spill++) {
-		struct kiln_zfrag *fr;
+		struct kiln_frag *fr;
 		uint8_t *a = malloc(60000), *b = malloc(60000);
 		uint64_t off, end = 0;
 		size_t same = 1;
@@ -488,32 +488,32 @@ TEST(the_stored_end_of_a_fragment_is_found_backwards)
 		fill(b, 60000, 22);
 		/* b: its own 10000 bytes, then the last 50000 of a */
 		memcpy(b + 10000, a + 10000, 50000);
-		CHECK_EQ(kiln_zfrag_new(spill ? 4096 : 0, NULL, &fr), 0);
-		CHECK_EQ(kiln_zfrag_add(fr, b, 7, &off), 0);
-		CHECK_EQ(kiln_zfrag_add(fr, a, 60000, &off), 0);
+		CHECK_EQ(kiln_frag_new(spill ? 4096 : 0, NULL, &fr), 0);
+		CHECK_EQ(kiln_frag_add(fr, b, 7, &off), 0);
+		CHECK_EQ(kiln_frag_add(fr, a, 60000, &off), 0);
 		CHECK_EQ(off, 7);
-		CHECK_EQ((int)kiln_zfrag_spilled(fr), spill);
-		CHECK_EQ(kiln_zfrag_find_tail(fr, b, 60000, &end, &same), 0);
+		CHECK_EQ((int)kiln_frag_spilled(fr), spill);
+		CHECK_EQ(kiln_frag_find_tail(fr, b, 60000, &end, &same), 0);
 		CHECK_EQ(same, 50000);
 		CHECK_EQ(end, 60007);
 		/* all of a short end of it: found whole */
-		CHECK_EQ(kiln_zfrag_find_tail(fr, a + 55000, 5000, &end, &same), 0);
+		CHECK_EQ(kiln_frag_find_tail(fr, a + 55000, 5000, &end, &same), 0);
 		CHECK_EQ(same, 5000);
 		CHECK_EQ(end, 60007);
 		/* a run that goes back past the fragment into the one before */
 		memcpy(b, a, 60000);
-		CHECK_EQ(kiln_zfrag_find_tail(fr, b, 60000, &end, &same), 0);
+		CHECK_EQ(kiln_frag_find_tail(fr, b, 60000, &end, &same), 0);
 		CHECK_EQ(same, 60000);
 		/* shorter than the key, or another last byte: nothing */
-		CHECK_EQ(kiln_zfrag_find_tail(fr, a + 60000 - 4095, 4095, &end,
+		CHECK_EQ(kiln_frag_find_tail(fr, a + 60000 - 4095, 4095, &end,
 					      &same), 0);
 		CHECK_EQ(same, 0);
 		b[59999] ^= 1;
-		CHECK_EQ(kiln_zfrag_find_tail(fr, b, 60000, &end, &same), 0);
+		CHECK_EQ(kiln_frag_find_tail(fr, b, 60000, &end, &same), 0);
 		CHECK_EQ(same, 0);
 		/* a fragment that is not stored is not found (only stored ones) */
-		CHECK_EQ(kiln_zfrag_size(fr), 60007);
-		kiln_zfrag_free(fr);
+		CHECK_EQ(kiln_frag_size(fr), 60007);
+		kiln_frag_free(fr);
 		free(a);
 		free(b);
 	}
@@ -554,24 +554,24 @@ TEST(a_fragment_that_ends_like_a_stored_one_shares_that_end)
 	CHECK_EQ(kiln_zfile_place_fragment(fa, true), 0);
 	/* the last 6000 bytes of a, a file of their own: all shared */
 	CHECK_EQ(kiln_zfile_place_fragment(fe, true), 0);
-	CHECK_EQ(fe->fragoff, kiln_zfrag_size(zc->frag) - 6000);
+	CHECK_EQ(fe->fragoff, kiln_frag_size(zc->frag) - 6000);
 	/* b ends in a's last 40000 bytes: they are shared, the rest held */
 	{
-		uint64_t before = kiln_zfrag_size(zc->frag);
+		uint64_t before = kiln_frag_size(zc->frag);
 		uint64_t flen = fb->ext[fb->nr_ext - 1].llen;
 
 		CHECK_EQ(kiln_zfile_place_fragment(fb, true), 0);
 		if (flen > tail + 32768) {
 			const struct kiln_zext *f = &fb->ext[fb->nr_ext - 1];
 
-			CHECK_EQ(kiln_zfrag_size(zc->frag), before);
+			CHECK_EQ(kiln_frag_size(zc->frag), before);
 			CHECK_EQ(f->llen, tail);
 			CHECK(f->flags & KILN_ZEXT_FRAGMENT);
 			CHECK_EQ(fb->fragoff, before - tail);
 			CHECK(fb->kind != KILN_ZMAP_FRAGMENT);
 			CHECK(fb->held && fb->held_len % 4096 == 0);
 			CHECK(covers(fb));
-			CHECK_EQ(kiln_zfrag_read(zc->frag, got, tail,
+			CHECK_EQ(kiln_frag_read(zc->frag, got, tail,
 						 fb->fragoff), 0);
 			CHECK(!memcmp(got, b + n - tail, tail));
 		} else {

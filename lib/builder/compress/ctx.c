@@ -196,12 +196,12 @@ static int zctx_set_flags(struct kiln_zctx *zc,
 		zc->flags &= ~(unsigned int)KILN_COMPRESS_ZTAILPACKING;
 	}
 	if (zc->flags & KILN_COMPRESS_FRAGMENTS) {
-		err = kiln_zfrag_new(0, NULL, &zc->frag);
+		err = kiln_frag_new(0, NULL, &zc->frag);
 		if (err)
 			return err;
 	}
 	if (zc->flags & KILN_COMPRESS_DEDUPE)
-		return kiln_zdedupe_new(&zc->dd);
+		return kiln_dedupe_new(&zc->dd);
 	return 0;
 }
 
@@ -298,8 +298,8 @@ void kiln_zctx_free(struct kiln_zctx *zc)
 	kiln_wspool_free(zc->pool);
 	/* a hint's context borrows its root's dedupe table and fragments */
 	if (zc->root == zc) {
-		kiln_zdedupe_free(zc->dd);
-		kiln_zfrag_free(zc->frag);
+		kiln_dedupe_free(zc->dd);
+		kiln_frag_free(zc->frag);
 	}
 	pthread_mutex_destroy(&zc->lock);
 	free(zc);

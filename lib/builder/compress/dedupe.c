@@ -29,7 +29,7 @@ struct zdd_entry {
 	bool pending;
 };
 
-struct kiln_zdedupe {
+struct kiln_dedupe {
 	struct zdd_entry **bucket;
 	size_t nr_buckets;		/* power of two */
 	size_t count;
@@ -40,9 +40,9 @@ struct kiln_zdedupe {
 	uint64_t saved;
 };
 
-int kiln_zdedupe_new(struct kiln_zdedupe **out)
+int kiln_dedupe_new(struct kiln_dedupe **out)
 {
-	struct kiln_zdedupe *dd = calloc(1, sizeof(*dd));
+	struct kiln_dedupe *dd = calloc(1, sizeof(*dd));
 
 	*out = NULL;
 	if (!dd)
@@ -57,7 +57,7 @@ int kiln_zdedupe_new(struct kiln_zdedupe **out)
 	return 0;
 }
 
-void kiln_zdedupe_free(struct kiln_zdedupe *dd)
+void kiln_dedupe_free(struct kiln_dedupe *dd)
 {
 	if (!dd)
 		return;
@@ -75,18 +75,18 @@ void kiln_zdedupe_free(struct kiln_zdedupe *dd)
 	free(dd);
 }
 
-uint64_t kiln_zdedupe_saved(const struct kiln_zdedupe *dd)
+uint64_t kiln_dedupe_saved(const struct kiln_dedupe *dd)
 {
 	return dd ? dd->saved : 0;
 }
 
-uint64_t kiln_zdedupe_hash(const void *pc, uint32_t plen, uint32_t llen,
+uint64_t kiln_dedupe_hash(const void *pc, uint32_t plen, uint32_t llen,
 			   uint8_t fmt)
 {
 	return XXH3_64bits_withSeed(pc, plen, (uint64_t)llen << 8 | fmt);
 }
 
-static int zdd_grow(struct kiln_zdedupe *dd)
+static int zdd_grow(struct kiln_dedupe *dd)
 {
 	size_t n = dd->nr_buckets * 2;
 	struct zdd_entry **b = calloc(n, sizeof(*b));
@@ -108,7 +108,7 @@ static int zdd_grow(struct kiln_zdedupe *dd)
 	return 0;
 }
 
-static struct zdd_entry *zdd_insert(struct kiln_zdedupe *dd, uint64_t hash,
+static struct zdd_entry *zdd_insert(struct kiln_dedupe *dd, uint64_t hash,
 				    uint64_t len, uint32_t llen, uint8_t fmt,
 				    uint64_t pstart)
 {
@@ -132,7 +132,7 @@ static struct zdd_entry *zdd_insert(struct kiln_zdedupe *dd, uint64_t hash,
 }
 
 /* 1 when the @len bytes at image byte @pstart equal @pc, 0 if not. */
-static int zdd_same_in_image(struct kiln_zdedupe *dd, struct kiln_out *out,
+static int zdd_same_in_image(struct kiln_dedupe *dd, struct kiln_out *out,
 			     uint64_t pstart, const void *pc, uint32_t len)
 {
 	int err;
@@ -151,7 +151,7 @@ static int zdd_same_in_image(struct kiln_zdedupe *dd, struct kiln_out *out,
 	return !memcmp(dd->scratch, pc, len);
 }
 
-int kiln_zdedupe_find(struct kiln_zdedupe *dd, struct kiln_out *out,
+int kiln_dedupe_find(struct kiln_dedupe *dd, struct kiln_out *out,
 		      const uint8_t *local, const void *pc, uint32_t plen,
 		      uint32_t llen, uint8_t fmt, uint64_t hash,
 		      uint64_t *pstart, bool *pending)
@@ -179,7 +179,7 @@ int kiln_zdedupe_find(struct kiln_zdedupe *dd, struct kiln_out *out,
 	return 0;
 }
 
-int kiln_zdedupe_add_pending(struct kiln_zdedupe *dd, uint32_t plen,
+int kiln_dedupe_add_pending(struct kiln_dedupe *dd, uint32_t plen,
 			     uint32_t llen, uint8_t fmt, uint64_t hash,
 			     uint64_t rel)
 {
@@ -195,7 +195,7 @@ int kiln_zdedupe_add_pending(struct kiln_zdedupe *dd, uint32_t plen,
 	return 0;
 }
 
-void kiln_zdedupe_settle(struct kiln_zdedupe *dd, uint64_t base)
+void kiln_dedupe_settle(struct kiln_dedupe *dd, uint64_t base)
 {
 	for (size_t i = 0; i < dd->nr_pending; i++) {
 		dd->pending[i]->pstart += base;
@@ -204,7 +204,7 @@ void kiln_zdedupe_settle(struct kiln_zdedupe *dd, uint64_t base)
 	dd->nr_pending = 0;
 }
 
-int kiln_zdedupe_find_flat(struct kiln_zdedupe *dd, uint64_t len,
+int kiln_dedupe_find_flat(struct kiln_dedupe *dd, uint64_t len,
 			   uint64_t hash,
 			   int (*same)(void *ctx, uint64_t pstart), void *ctx,
 			   uint64_t *pstart)
@@ -228,7 +228,7 @@ int kiln_zdedupe_find_flat(struct kiln_zdedupe *dd, uint64_t len,
 	return 0;
 }
 
-int kiln_zdedupe_add_flat(struct kiln_zdedupe *dd, uint64_t len,
+int kiln_dedupe_add_flat(struct kiln_dedupe *dd, uint64_t len,
 			  uint64_t hash, uint64_t pstart)
 {
 	return zdd_insert(dd, hash, len, 0, ZDD_FLAT, pstart) ? 0 : -ENOMEM;

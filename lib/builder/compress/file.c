@@ -163,7 +163,7 @@ int kiln_zfile_flat_find(struct kiln_zfile *zf, uint64_t len,
 
 	if (!flat_hash(zf, len, &h))
 		return 0;
-	return kiln_zdedupe_find_flat(zf->zc->dd, len, h, same, ctx, pstart);
+	return kiln_dedupe_find_flat(zf->zc->dd, len, h, same, ctx, pstart);
 }
 
 int kiln_zfile_flat_add(struct kiln_zfile *zf, uint64_t len, uint64_t pstart)
@@ -172,7 +172,7 @@ int kiln_zfile_flat_add(struct kiln_zfile *zf, uint64_t len, uint64_t pstart)
 
 	if (!flat_hash(zf, len, &h))
 		return 0;
-	return kiln_zdedupe_add_flat(zf->zc->dd, len, h, pstart);
+	return kiln_dedupe_add_flat(zf->zc->dd, len, h, pstart);
 }
 
 size_t kiln_zfile_held_bytes(const struct kiln_zfile *zf)
@@ -196,7 +196,7 @@ void kiln_zfile_hash_held(struct kiln_zfile *zf)
 		struct kiln_zext *e = &zf->ext[i];
 
 		if (has_pcluster(e))
-			e->hash = kiln_zdedupe_hash(zf->held + e->pstart,
+			e->hash = kiln_dedupe_hash(zf->held + e->pstart,
 						    e->plen, e->llen, e->fmt);
 	}
 }
@@ -241,7 +241,7 @@ static uint32_t place_gap(const struct kiln_zfile *zf,
 static int commit_dedupe(struct kiln_zfile *zf, struct kiln_out *out)
 {
 	const uint32_t bs = 1u << zf->blkszbits;
-	struct kiln_zdedupe *dd = zf->zc->dd;
+	struct kiln_dedupe *dd = zf->zc->dd;
 	uint64_t total = 0;	/* bytes of pclusters, shared ones too */
 	/* DEFLATE gaps are at most 4 bytes (place_gap()) */
 	const size_t cap = zf->held_len + 4 * zf->nr_ext;
@@ -264,7 +264,7 @@ static int commit_dedupe(struct kiln_zfile *zf, struct kiln_out *out)
 		if (!has_pcluster(e))
 			continue;
 		total += e->plen;
-		err = kiln_zdedupe_find(dd, out, buf, pc, e->plen, e->llen,
+		err = kiln_dedupe_find(dd, out, buf, pc, e->plen, e->llen,
 					e->fmt, e->hash, &addr, &pending);
 		if (err > 0) {
 			e->pstart = addr;
@@ -286,7 +286,7 @@ static int commit_dedupe(struct kiln_zfile *zf, struct kiln_out *out)
 		memcpy(buf + len, pc, e->plen);
 		e->pstart = len;
 		len += e->plen;
-		err = kiln_zdedupe_add_pending(dd, e->plen, e->llen, e->fmt,
+		err = kiln_dedupe_add_pending(dd, e->plen, e->llen, e->fmt,
 					       e->hash, e->pstart);
 	}
 	if (!err && len) {
@@ -298,7 +298,7 @@ static int commit_dedupe(struct kiln_zfile *zf, struct kiln_out *out)
 	 * Even after a failure no entry may stay relative to a buffer that
 	 * is gone; a wrong address costs a comparison, never wrong data.
 	 */
-	kiln_zdedupe_settle(dd, base);
+	kiln_dedupe_settle(dd, base);
 	if (err)
 		return err;
 	for (size_t i = 0; i < zf->nr_ext; i++) {
@@ -357,7 +357,7 @@ static int add_raw_first_part(struct kiln_zfile *zf, uint64_t hash)
 		if ((e->flags & KILN_ZEXT_SHARED) || e->pstart != at + e->lstart)
 			return 0;
 	}
-	return kiln_zdedupe_add_flat(zf->zc->dd, zf->size, hash, at);
+	return kiln_dedupe_add_flat(zf->zc->dd, zf->size, hash, at);
 }
 
 int kiln_zfile_commit(struct kiln_zfile *zf, struct kiln_out *out)

@@ -4,7 +4,7 @@
  * becomes the packed inode's content. Identical fragments are stored once
  * (XXH3 of the bytes, confirmed byte for byte), and the stored bytes that
  * end like a new fragment are found for it (XXH3 of the last
- * ZFRAG_TAIL_KEY bytes, then compared backwards) so that a file whose end
+ * FRAG_TAIL_KEY bytes, then compared backwards) so that a file whose end
  * is already there need not store it again. The contents live in
  * pieces in memory; pieces the packed inode's segments have read or
  * compressed leave it (packed.c gives their bytes back for compares, by
@@ -30,25 +30,25 @@
 
 /*
  * Bytes in memory by default. The committed segments' bytes leave memory
- * (kiln_zfrag_release()), so this bounds the bytes not yet compressed:
+ * (kiln_frag_release()), so this bounds the bytes not yet compressed:
  * the segment being filled and those in flight.
  */
-#define ZFRAG_MEM_DEFAULT	((size_t)48 << 20)
-#define ZFRAG_CMP_CHUNK		((size_t)64 << 10)
+#define FRAG_MEM_DEFAULT	((size_t)48 << 20)
+#define FRAG_CMP_CHUNK		((size_t)64 << 10)
 /* Storage pieces: a power of two of at most 1 MiB, a quarter of the limit. */
-#define ZFRAG_PIECE_MAX_BITS	20u
-#define ZFRAG_PIECE_MIN_BITS	10u
+#define FRAG_PIECE_MAX_BITS	20u
+#define FRAG_PIECE_MIN_BITS	10u
 /* Entries per chunk of the index (a power of two). */
-#define ZFRAG_CHUNK_BITS	10u
-#define ZFRAG_CHUNK		(1u << ZFRAG_CHUNK_BITS)
+#define FRAG_CHUNK_BITS	10u
+#define FRAG_CHUNK		(1u << FRAG_CHUNK_BITS)
 
 /*
  * One stored fragment. Nearly every compressed file leaves one, so the
  * index costs about 28 bytes a distinct fragment: entries sit in chunks
- * of ZFRAG_CHUNK (no allocation each, no copy when the table grows) and
+ * of FRAG_CHUNK (no allocation each, no copy when the table grows) and
  * link by number. Entry n is index n - 1; 0 ends a chain.
  */
-struct zfrag_entry {
+struct frag_entry {
 	uint64_t hash;
 	uint64_t off;
 	uint32_t len;
@@ -56,25 +56,25 @@ struct zfrag_entry {
 };
 
 /* Entries by hash: chains of entry numbers from power-of-two buckets. */
-struct zfrag_index {
+struct frag_index {
 	uint32_t *bucket;		/* entry numbers, 0: empty */
 	size_t nr_buckets, count;	/* nr_buckets: a power of two */
-	struct zfrag_entry **chunk;	/* entry i: chunk[i / ZFRAG_CHUNK] */
+	struct frag_entry **chunk;	/* entry i: chunk[i / FRAG_CHUNK] */
 	size_t nr_chunks;
 };
 
 /* Candidates compared for one tail before giving up. */
-#define ZFRAG_TAIL_TRIES	8u
+#define FRAG_TAIL_TRIES	8u
 
 /* Where the bytes of one piece are. */
-enum zfrag_where {
-	ZFRAG_MEM = 0,			/* piece[i] */
-	ZFRAG_READ,			/* piece[i], its reader done: freed for room */
-	ZFRAG_FILE,			/* the temporary file, at the same offset */
-	ZFRAG_GONE,			/* released: the recover callback has them */
+enum frag_where {
+	FRAG_MEM = 0,			/* piece[i] */
+	FRAG_READ,			/* piece[i], its reader done: freed for room */
+	FRAG_FILE,			/* the temporary file, at the same offset */
+	FRAG_GONE,			/* released: the recover callback has them */
 };
 
-struct kiln_zfrag {
+struct kiln_frag {
 	/*
 	 * Contents in pieces of 1 << bits bytes: piece i holds bytes
 	 * [i << bits, (i + 1) << bits). @lock guards @piece, @where and @fd
@@ -83,11 +83,11 @@ struct kiln_zfrag {
 	 */
 	pthread_mutex_t lock;
 	uint8_t **piece;
-	uint8_t *where;			/* enum zfrag_where, by piece */
+	uint8_t *where;			/* enum frag_where, by piece */
 	size_t nr_pieces, cap_pieces;
 	unsigned int bits;
 	size_t mem_limit, mem_used;	/* bytes of pieces in memory */
-	size_t nr_read;			/* pieces ZFRAG_READ */
+	size_t nr_read;			/* pieces FRAG_READ */
 	size_t oldest;			/* no piece below it is in memory */
 	int fd;				/* -1 until the first spill */
 	int err;			/* a failed append: the buffer is broken */
@@ -96,22 +96,22 @@ struct kiln_zfrag {
 	uint64_t saved;			/* bytes dedupe did not store */
 	uint64_t spill_bytes;		/* bytes written to the file */
 	char *tmpdir;
-	kiln_zfrag_recover_fn recover;	/* released bytes, committer only */
+	kiln_frag_recover_fn recover;	/* released bytes, committer only */
 	void *recover_ctx;
 
-	struct zfrag_index whole;	/* by the hash of all the bytes */
-	struct zfrag_index tails;	/* by the hash of the last bytes */
+	struct frag_index whole;	/* by the hash of all the bytes */
+	struct frag_index tails;	/* by the hash of the last bytes */
 	uint8_t *cmp;			/* compare buffer */
 };
 
-static int index_init(struct zfrag_index *ix)
+static int index_init(struct frag_index *ix)
 {
 	ix->nr_buckets = 256;
 	ix->bucket = calloc(ix->nr_buckets, sizeof(*ix->bucket));
 	return ix->bucket ? 0 : -ENOMEM;
 }
 
-static void index_free(struct zfrag_index *ix)
+static void index_free(struct frag_index *ix)
 {
 	for (size_t i = 0; i < ix->nr_chunks; i++)
 		free(ix->chunk[i]);
@@ -138,35 +138,35 @@ static void piece_free(uint8_t *p, size_t len)
 		munmap(p, len);
 }
 
-int kiln_zfrag_new(size_t mem_limit, const char *tmpdir,
-		   struct kiln_zfrag **out)
+int kiln_frag_new(size_t mem_limit, const char *tmpdir,
+		   struct kiln_frag **out)
 {
-	struct kiln_zfrag *fr = calloc(1, sizeof(*fr));
+	struct kiln_frag *fr = calloc(1, sizeof(*fr));
 
 	*out = NULL;
 	if (!fr)
 		return -ENOMEM;
 	fr->fd = -1;
 	pthread_mutex_init(&fr->lock, NULL);
-	fr->mem_limit = mem_limit ? mem_limit : ZFRAG_MEM_DEFAULT;
-	fr->bits = ZFRAG_PIECE_MAX_BITS;
-	while (fr->bits > ZFRAG_PIECE_MIN_BITS &&
+	fr->mem_limit = mem_limit ? mem_limit : FRAG_MEM_DEFAULT;
+	fr->bits = FRAG_PIECE_MAX_BITS;
+	while (fr->bits > FRAG_PIECE_MIN_BITS &&
 	       ((size_t)1 << fr->bits) > fr->mem_limit / 4)
 		fr->bits--;
 	if (!tmpdir)
 		tmpdir = getenv("TMPDIR");
 	fr->tmpdir = strdup(tmpdir && *tmpdir ? tmpdir : "/tmp");
-	fr->cmp = malloc(ZFRAG_CMP_CHUNK);
+	fr->cmp = malloc(FRAG_CMP_CHUNK);
 	if (index_init(&fr->whole) || index_init(&fr->tails) ||
 	    !fr->tmpdir || !fr->cmp) {
-		kiln_zfrag_free(fr);
+		kiln_frag_free(fr);
 		return -ENOMEM;
 	}
 	*out = fr;
 	return 0;
 }
 
-void kiln_zfrag_free(struct kiln_zfrag *fr)
+void kiln_frag_free(struct kiln_frag *fr)
 {
 	if (!fr)
 		return;
@@ -184,22 +184,22 @@ void kiln_zfrag_free(struct kiln_zfrag *fr)
 	free(fr);
 }
 
-uint64_t kiln_zfrag_size(const struct kiln_zfrag *fr)
+uint64_t kiln_frag_size(const struct kiln_frag *fr)
 {
 	return fr->size;
 }
 
-uint64_t kiln_zfrag_saved(const struct kiln_zfrag *fr)
+uint64_t kiln_frag_saved(const struct kiln_frag *fr)
 {
 	return fr->saved;
 }
 
-int kiln_zfrag_spilled(const struct kiln_zfrag *fr)
+int kiln_frag_spilled(const struct kiln_frag *fr)
 {
 	return fr->fd >= 0;
 }
 
-uint64_t kiln_zfrag_spill_bytes(const struct kiln_zfrag *fr)
+uint64_t kiln_frag_spill_bytes(const struct kiln_frag *fr)
 {
 	return fr->spill_bytes;
 }
@@ -213,7 +213,7 @@ static int full_pread(int fd, void *buf, size_t len, uint64_t off)
 }
 
 /* An unlinked temporary file in fr->tmpdir. */
-static int zfrag_open_tmp(struct kiln_zfrag *fr)
+static int frag_open_tmp(struct kiln_frag *fr)
 {
 	int fd = open(fr->tmpdir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 
@@ -239,20 +239,20 @@ static int zfrag_open_tmp(struct kiln_zfrag *fr)
 }
 
 /* Whether piece @i is in memory. Lock held. */
-static bool zfrag_in_mem(const struct kiln_zfrag *fr, size_t i)
+static bool frag_in_mem(const struct kiln_frag *fr, size_t i)
 {
-	return fr->where[i] == ZFRAG_MEM || fr->where[i] == ZFRAG_READ;
+	return fr->where[i] == FRAG_MEM || fr->where[i] == FRAG_READ;
 }
 
 /* Drop piece @i from memory, its bytes now @where. */
-static void zfrag_unload(struct kiln_zfrag *fr, size_t i, uint8_t where)
+static void frag_unload(struct kiln_frag *fr, size_t i, uint8_t where)
 {
 	uint8_t *p;
 
 	pthread_mutex_lock(&fr->lock);
 	p = fr->piece[i];
 	fr->piece[i] = NULL;
-	if (fr->where[i] == ZFRAG_READ)
+	if (fr->where[i] == FRAG_READ)
 		fr->nr_read--;
 	fr->where[i] = where;
 	pthread_mutex_unlock(&fr->lock);
@@ -264,20 +264,20 @@ static void zfrag_unload(struct kiln_zfrag *fr, size_t i, uint8_t where)
  * Move the oldest piece in memory that is full to the temporary file. 0,
  * 1 when there is none, or -errno.
  */
-static int zfrag_spill_one(struct kiln_zfrag *fr)
+static int frag_spill_one(struct kiln_frag *fr)
 {
 	const size_t psz = (size_t)1 << fr->bits;
 	size_t full = (size_t)(fr->filled >> fr->bits);
 	int err;
 
 	pthread_mutex_lock(&fr->lock);
-	while (fr->oldest < full && fr->where[fr->oldest] != ZFRAG_MEM)
+	while (fr->oldest < full && fr->where[fr->oldest] != FRAG_MEM)
 		fr->oldest++;
 	pthread_mutex_unlock(&fr->lock);
 	if (fr->oldest >= full)
 		return 1;
 	if (fr->fd < 0) {
-		err = zfrag_open_tmp(fr);
+		err = frag_open_tmp(fr);
 		if (err)
 			return err;
 	}
@@ -286,12 +286,12 @@ static int zfrag_spill_one(struct kiln_zfrag *fr)
 	if (err)
 		return err;
 	fr->spill_bytes += psz;
-	zfrag_unload(fr, fr->oldest, ZFRAG_FILE);
+	frag_unload(fr, fr->oldest, FRAG_FILE);
 	return 0;
 }
 
 /* A new piece in memory after the last, spilling older ones for room. */
-static int zfrag_new_piece(struct kiln_zfrag *fr)
+static int frag_new_piece(struct kiln_frag *fr)
 {
 	const size_t psz = (size_t)1 << fr->bits;
 	uint8_t *p;
@@ -322,13 +322,13 @@ static int zfrag_new_piece(struct kiln_zfrag *fr)
 		bool done;
 
 		pthread_mutex_lock(&fr->lock);
-		done = fr->where[i] == ZFRAG_READ;
+		done = fr->where[i] == FRAG_READ;
 		pthread_mutex_unlock(&fr->lock);
 		if (done)
-			zfrag_unload(fr, i, ZFRAG_GONE);
+			frag_unload(fr, i, FRAG_GONE);
 	}
 	while (fr->mem_used + psz > fr->mem_limit) {
-		err = zfrag_spill_one(fr);
+		err = frag_spill_one(fr);
 		if (err < 0)
 			return err;
 		if (err)
@@ -339,14 +339,14 @@ static int zfrag_new_piece(struct kiln_zfrag *fr)
 		return -ENOMEM;
 	pthread_mutex_lock(&fr->lock);
 	fr->piece[fr->nr_pieces] = p;
-	fr->where[fr->nr_pieces] = ZFRAG_MEM;
+	fr->where[fr->nr_pieces] = FRAG_MEM;
 	fr->nr_pieces++;
 	pthread_mutex_unlock(&fr->lock);
 	fr->mem_used += psz;
 	return 0;
 }
 
-static int zfrag_append(struct kiln_zfrag *fr, const void *data, size_t len)
+static int frag_append(struct kiln_frag *fr, const void *data, size_t len)
 {
 	const uint8_t *d = data;
 	const size_t mask = ((size_t)1 << fr->bits) - 1;
@@ -359,8 +359,8 @@ static int zfrag_append(struct kiln_zfrag *fr, const void *data, size_t len)
 		int err = 0;
 
 		if (i == fr->nr_pieces)
-			err = zfrag_new_piece(fr);
-		else if (fr->where[i] != ZFRAG_MEM)
+			err = frag_new_piece(fr);
+		else if (fr->where[i] != FRAG_MEM)
 			err = -EIO;	/* only the last piece can be partial */
 		if (err)
 			return err;
@@ -377,7 +377,7 @@ static int zfrag_append(struct kiln_zfrag *fr, const void *data, size_t len)
  * Copy stored bytes [@off, @off + @len) into @buf, piece by piece; with
  * @recover, released bytes too (the committer only). 0 or -errno.
  */
-static int zfrag_copy(struct kiln_zfrag *fr, uint8_t *buf, size_t len,
+static int frag_copy(struct kiln_frag *fr, uint8_t *buf, size_t len,
 		      uint64_t off, bool recover)
 {
 	const size_t mask = ((size_t)1 << fr->bits) - 1;
@@ -390,11 +390,11 @@ static int zfrag_copy(struct kiln_zfrag *fr, uint8_t *buf, size_t len,
 		int fd = fr->fd;
 
 		switch (fr->where[i]) {
-		case ZFRAG_MEM:
-		case ZFRAG_READ:
+		case FRAG_MEM:
+		case FRAG_READ:
 			memcpy(buf, fr->piece[i] + ((size_t)off & mask), n);
 			break;
-		case ZFRAG_FILE:
+		case FRAG_FILE:
 			/* the file's bytes stay: read them unlocked */
 			pthread_mutex_unlock(&fr->lock);
 			err = full_pread(fd, buf, n, off);
@@ -417,7 +417,7 @@ static int zfrag_copy(struct kiln_zfrag *fr, uint8_t *buf, size_t len,
 	return err;
 }
 
-int kiln_zfrag_read(struct kiln_zfrag *fr, void *buf, size_t len,
+int kiln_frag_read(struct kiln_frag *fr, void *buf, size_t len,
 		    uint64_t off)
 {
 	uint64_t size;
@@ -427,17 +427,17 @@ int kiln_zfrag_read(struct kiln_zfrag *fr, void *buf, size_t len,
 	pthread_mutex_unlock(&fr->lock);
 	if (off > size || len > size - off)
 		return -EINVAL;
-	return zfrag_copy(fr, buf, len, off, false);
+	return frag_copy(fr, buf, len, off, false);
 }
 
-void kiln_zfrag_set_recover(struct kiln_zfrag *fr, kiln_zfrag_recover_fn fn,
+void kiln_frag_set_recover(struct kiln_frag *fr, kiln_frag_recover_fn fn,
 			    void *ctx)
 {
 	fr->recover = fn;
 	fr->recover_ctx = ctx;
 }
 
-void kiln_zfrag_release(struct kiln_zfrag *fr, uint64_t end)
+void kiln_frag_release(struct kiln_frag *fr, uint64_t end)
 {
 	size_t n = (size_t)(KILN_MIN(end, fr->size) >> fr->bits);
 
@@ -447,33 +447,33 @@ void kiln_zfrag_release(struct kiln_zfrag *fr, uint64_t end)
 		bool mem;
 
 		pthread_mutex_lock(&fr->lock);
-		mem = zfrag_in_mem(fr, i);
+		mem = frag_in_mem(fr, i);
 		pthread_mutex_unlock(&fr->lock);
 		if (mem)
-			zfrag_unload(fr, i, ZFRAG_GONE);
+			frag_unload(fr, i, FRAG_GONE);
 	}
 }
 
-void kiln_zfrag_consumed(struct kiln_zfrag *fr, uint64_t from, uint64_t to)
+void kiln_frag_consumed(struct kiln_frag *fr, uint64_t from, uint64_t to)
 {
 	const uint64_t psz = (uint64_t)1 << fr->bits;
 	size_t i = (size_t)((from + psz - 1) >> fr->bits);
 
 	pthread_mutex_lock(&fr->lock);
 	for (; ((uint64_t)i + 1) << fr->bits <= to && i < fr->nr_pieces; i++)
-		if (fr->where[i] == ZFRAG_MEM) {
-			fr->where[i] = ZFRAG_READ;
+		if (fr->where[i] == FRAG_MEM) {
+			fr->where[i] = FRAG_READ;
 			fr->nr_read++;
 		}
 	pthread_mutex_unlock(&fr->lock);
 }
 
 /*
- * Point *@p at @n <= ZFRAG_CMP_CHUNK stored bytes at @off: into a piece
+ * Point *@p at @n <= FRAG_CMP_CHUNK stored bytes at @off: into a piece
  * in memory, else copied into the compare buffer. The committer only (the
  * one thread that moves pieces). 0 or -errno.
  */
-static int zfrag_stored(struct kiln_zfrag *fr, uint64_t off, size_t n,
+static int frag_stored(struct kiln_frag *fr, uint64_t off, size_t n,
 			const uint8_t **p)
 {
 	const size_t mask = ((size_t)1 << fr->bits) - 1;
@@ -482,24 +482,24 @@ static int zfrag_stored(struct kiln_zfrag *fr, uint64_t off, size_t n,
 
 	/* workers mark pieces read; only this thread frees them */
 	pthread_mutex_lock(&fr->lock);
-	mem = zfrag_in_mem(fr, i);
+	mem = frag_in_mem(fr, i);
 	pthread_mutex_unlock(&fr->lock);
 	if (mem && ((size_t)off & mask) + n <= mask + 1) {
 		*p = fr->piece[i] + ((size_t)off & mask);
 		return 0;
 	}
 	*p = fr->cmp;
-	return zfrag_copy(fr, fr->cmp, n, off, true);
+	return frag_copy(fr, fr->cmp, n, off, true);
 }
 
 /* 1 when the stored bytes at @off equal @data, 0 if not, or -errno. */
-static int zfrag_same(struct kiln_zfrag *fr, uint64_t off, const uint8_t *data,
+static int frag_same(struct kiln_frag *fr, uint64_t off, const uint8_t *data,
 		      size_t len)
 {
 	for (size_t done = 0; done < len;) {
-		size_t n = KILN_MIN(len - done, ZFRAG_CMP_CHUNK);
+		size_t n = KILN_MIN(len - done, FRAG_CMP_CHUNK);
 		const uint8_t *stored;
-		int err = zfrag_stored(fr, off + done, n, &stored);
+		int err = frag_stored(fr, off + done, n, &stored);
 
 		if (err)
 			return err;
@@ -511,22 +511,22 @@ static int zfrag_same(struct kiln_zfrag *fr, uint64_t off, const uint8_t *data,
 }
 
 /* Entry number @n (1 for the first). */
-static struct zfrag_entry *index_entry(const struct zfrag_index *ix,
+static struct frag_entry *index_entry(const struct frag_index *ix,
 				       uint32_t n)
 {
 	const uint32_t i = n - 1;
 
-	return &ix->chunk[i >> ZFRAG_CHUNK_BITS][i & (ZFRAG_CHUNK - 1)];
+	return &ix->chunk[i >> FRAG_CHUNK_BITS][i & (FRAG_CHUNK - 1)];
 }
 
 /* The first entry number of @hash's chain (0: none). */
-static uint32_t index_first(const struct zfrag_index *ix, uint64_t hash)
+static uint32_t index_first(const struct frag_index *ix, uint64_t hash)
 {
 	return ix->bucket[hash & (ix->nr_buckets - 1)];
 }
 
 /* Twice the buckets: relink every entry (chain order does not matter). */
-static int index_grow(struct zfrag_index *ix)
+static int index_grow(struct frag_index *ix)
 {
 	size_t n = ix->nr_buckets * 2;
 	uint32_t *b = calloc(n, sizeof(*b));
@@ -534,7 +534,7 @@ static int index_grow(struct zfrag_index *ix)
 	if (!b)
 		return -ENOMEM;
 	for (size_t i = 1; i <= ix->count; i++) {
-		struct zfrag_entry *e = index_entry(ix, (uint32_t)i);
+		struct frag_entry *e = index_entry(ix, (uint32_t)i);
 		uint32_t *head = &b[e->hash & (n - 1)];
 
 		e->next = *head;
@@ -546,11 +546,11 @@ static int index_grow(struct zfrag_index *ix)
 	return 0;
 }
 
-/* Room for one more entry: a new chunk every ZFRAG_CHUNK entries. */
-static int index_reserve(struct zfrag_index *ix)
+/* Room for one more entry: a new chunk every FRAG_CHUNK entries. */
+static int index_reserve(struct frag_index *ix)
 {
-	size_t need = ix->count / ZFRAG_CHUNK + 1;
-	struct zfrag_entry **v;
+	size_t need = ix->count / FRAG_CHUNK + 1;
+	struct frag_entry **v;
 	int err;
 
 	if (ix->count >= UINT32_MAX - 1)
@@ -562,7 +562,7 @@ static int index_reserve(struct zfrag_index *ix)
 	if (!v)
 		return -ENOMEM;
 	ix->chunk = v;
-	v[ix->nr_chunks] = malloc(ZFRAG_CHUNK * sizeof(**v));
+	v[ix->nr_chunks] = malloc(FRAG_CHUNK * sizeof(**v));
 	if (!v[ix->nr_chunks])
 		return -ENOMEM;
 	ix->nr_chunks++;
@@ -570,11 +570,11 @@ static int index_reserve(struct zfrag_index *ix)
 }
 
 /* Link an entry reserved with index_reserve(). */
-static void index_add(struct zfrag_index *ix, uint64_t hash, uint64_t off,
+static void index_add(struct frag_index *ix, uint64_t hash, uint64_t off,
 		      uint32_t len)
 {
 	uint32_t *head = &ix->bucket[hash & (ix->nr_buckets - 1)];
-	struct zfrag_entry *e;
+	struct frag_entry *e;
 
 	ix->count++;
 	e = index_entry(ix, (uint32_t)ix->count);
@@ -590,15 +590,15 @@ static void index_add(struct zfrag_index *ix, uint64_t hash, uint64_t off,
  * bytes just before offset @end, compared backwards. Returns the count or
  * -errno.
  */
-static int64_t common_tail(struct kiln_zfrag *fr, uint64_t end,
+static int64_t common_tail(struct kiln_frag *fr, uint64_t end,
 			   const uint8_t *data, size_t len)
 {
 	size_t same = 0, max = (size_t)KILN_MIN((uint64_t)len, end);
 
 	while (same < max) {
-		size_t n = KILN_MIN(max - same, ZFRAG_CMP_CHUNK), k = 0;
+		size_t n = KILN_MIN(max - same, FRAG_CMP_CHUNK), k = 0;
 		const uint8_t *stored, *mine = data + len - same - n;
-		int err = zfrag_stored(fr, end - same - n, n, &stored);
+		int err = frag_stored(fr, end - same - n, n, &stored);
 
 		if (err)
 			return err;
@@ -612,7 +612,7 @@ static int64_t common_tail(struct kiln_zfrag *fr, uint64_t end,
 	return (int64_t)same;
 }
 
-int kiln_zfrag_find_tail(struct kiln_zfrag *fr, const void *data, size_t len,
+int kiln_frag_find_tail(struct kiln_frag *fr, const void *data, size_t len,
 			 uint64_t *end, size_t *same)
 {
 	const uint8_t *d = data;
@@ -621,12 +621,12 @@ int kiln_zfrag_find_tail(struct kiln_zfrag *fr, const void *data, size_t len,
 	uint32_t n;
 
 	*same = 0;
-	if (len < ZFRAG_TAIL_KEY)
+	if (len < FRAG_TAIL_KEY)
 		return 0;
-	h = XXH3_64bits(d + len - ZFRAG_TAIL_KEY, ZFRAG_TAIL_KEY);
-	for (n = index_first(&fr->tails, h); n && tries < ZFRAG_TAIL_TRIES;
+	h = XXH3_64bits(d + len - FRAG_TAIL_KEY, FRAG_TAIL_KEY);
+	for (n = index_first(&fr->tails, h); n && tries < FRAG_TAIL_TRIES;
 	     n = index_entry(&fr->tails, n)->next) {
-		const struct zfrag_entry *e = index_entry(&fr->tails, n);
+		const struct frag_entry *e = index_entry(&fr->tails, n);
 		uint64_t e_end = e->off + e->len;
 		int64_t k;
 
@@ -643,22 +643,22 @@ int kiln_zfrag_find_tail(struct kiln_zfrag *fr, const void *data, size_t len,
 				break;
 		}
 	}
-	if (*same < ZFRAG_TAIL_KEY)
+	if (*same < FRAG_TAIL_KEY)
 		*same = 0;
 	return 0;
 }
 
-void kiln_zfrag_share(struct kiln_zfrag *fr, size_t len)
+void kiln_frag_share(struct kiln_frag *fr, size_t len)
 {
 	fr->saved += len;
 }
 
-int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
+int kiln_frag_add(struct kiln_frag *fr, const void *data, size_t len,
 		   uint64_t *off)
 {
 	const bool indexed = len <= UINT32_MAX;
-	const bool tail_key = indexed && len >= ZFRAG_TAIL_KEY;
-	struct zfrag_entry *e;
+	const bool tail_key = indexed && len >= FRAG_TAIL_KEY;
+	struct frag_entry *e;
 	uint64_t h;
 	uint32_t n;
 	int err;
@@ -673,7 +673,7 @@ int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
 		e = index_entry(&fr->whole, n);
 		if (e->hash != h || e->len != len)
 			continue;
-		err = zfrag_same(fr, e->off, data, len);
+		err = frag_same(fr, e->off, data, len);
 		if (err < 0)
 			return err;
 		if (err) {
@@ -687,7 +687,7 @@ int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
 	if (!err && tail_key)
 		err = index_reserve(&fr->tails);
 	if (!err) {
-		err = zfrag_append(fr, data, len);
+		err = frag_append(fr, data, len);
 		if (err)
 			fr->err = err;	/* pieces past @size half written */
 	}
@@ -697,8 +697,8 @@ int kiln_zfrag_add(struct kiln_zfrag *fr, const void *data, size_t len,
 		index_add(&fr->whole, h, fr->size, (uint32_t)len);
 	if (tail_key)
 		index_add(&fr->tails,
-			  XXH3_64bits((const uint8_t *)data + len - ZFRAG_TAIL_KEY,
-				      ZFRAG_TAIL_KEY),
+			  XXH3_64bits((const uint8_t *)data + len - FRAG_TAIL_KEY,
+				      FRAG_TAIL_KEY),
 			  fr->size, (uint32_t)len);
 	*off = fr->size;
 	pthread_mutex_lock(&fr->lock);

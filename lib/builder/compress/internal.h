@@ -20,7 +20,7 @@
 #include "util/log.h"
 
 struct kiln_wspool;
-struct kiln_zdedupe;
+struct kiln_dedupe;
 
 enum kiln_zext_flags {
 	KILN_ZEXT_INLINE	= 1u << 0,	/* pcluster inline after the map */
@@ -43,7 +43,7 @@ struct kiln_zext {
 	uint32_t plen;		/* <= Z_EROFS_PCLUSTER_MAX_SIZE */
 	uint8_t fmt;		/* 0: stored raw, else on-disk algorithm + 1 */
 	uint8_t flags;		/* enum kiln_zext_flags */
-	uint64_t hash;		/* dedupe: kiln_zdedupe_hash() of the pcluster */
+	uint64_t hash;		/* dedupe: kiln_dedupe_hash() of the pcluster */
 };
 
 enum kiln_zmap_kind {
@@ -122,8 +122,8 @@ struct kiln_zctx {
 	uint32_t max_in;		/* input bytes per classic pcluster */
 	unsigned int target;		/* Linux rank to mount on; 0: any */
 
-	struct kiln_zdedupe *dd;	/* NULL: no dedupe; committer only */
-	struct kiln_zfrag *frag;	/* NULL: no fragments; committer only */
+	struct kiln_dedupe *dd;	/* NULL: no dedupe; committer only */
+	struct kiln_frag *frag;	/* NULL: no fragments; committer only */
 	struct kiln_wspool *pool;	/* compress workspaces */
 	/*
 	 * Compress hints: each line's own context (its codec, level and

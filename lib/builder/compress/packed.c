@@ -73,10 +73,10 @@ struct kiln_packer {
 	 */
 	struct packed_part *parts;
 	size_t nr_parts, cap_parts;
-	struct kiln_zfrag *spool;
+	struct kiln_frag *spool;
 	/*
 	 * Once a segment is committed its input leaves the fragment buffer
-	 * (kiln_zfrag_release()): dedupe's rare compares against it decode
+	 * (kiln_frag_release()): dedupe's rare compares against it decode
 	 * its pclusters from the spool (packed_recover(), the committer's
 	 * thread). @keep: a segment whose extents cannot be decoded that way
 	 * was seen, nothing more is released.
@@ -85,7 +85,7 @@ struct kiln_packer {
 	/*
 	 * Set once the first segment came out compressed (else the buffer
 	 * is written plain at the end and must stay whole): workers then
-	 * mark what they have read (kiln_zfrag_consumed()).
+	 * mark what they have read (kiln_frag_consumed()).
 	 */
 	atomic_bool release_ok;
 	void *dws;			/* decompress workspace, or NULL */
@@ -102,7 +102,7 @@ struct kiln_packer {
 
 int kiln_zfile_place_fragment(struct kiln_zfile *zf, bool may_split)
 {
-	struct kiln_zfrag *fr = zf->zc->frag;
+	struct kiln_frag *fr = zf->zc->frag;
 	bool placed;
 	int err;
 
@@ -112,7 +112,7 @@ int kiln_zfile_place_fragment(struct kiln_zfile *zf, bool may_split)
 		return -EINVAL;
 	err = kiln_ztail_place(zf, may_split, &placed);
 	if (!err && !placed)
-		err = kiln_zfrag_add(fr, zf->frag, zf->frag_len, &zf->fragoff);
+		err = kiln_frag_add(fr, zf->frag, zf->frag_len, &zf->fragoff);
 	if (err)
 		return err;
 	free(zf->frag);
@@ -131,11 +131,11 @@ int kiln_zfile_place_fragment(struct kiln_zfile *zf, bool may_split)
 static int packed_read(void *ctx, void *buf, size_t len, uint64_t off)
 {
 	struct packed_item *it = ctx;
-	struct kiln_zfrag *fr = it->pk->zc->frag;
-	int err = kiln_zfrag_read(fr, buf, len, off);
+	struct kiln_frag *fr = it->pk->zc->frag;
+	int err = kiln_frag_read(fr, buf, len, off);
 
 	if (!err && atomic_load(&it->pk->release_ok))
-		kiln_zfrag_consumed(fr, it->off, off + len);
+		kiln_frag_consumed(fr, it->off, off + len);
 	return err;
 }
 
@@ -262,7 +262,7 @@ static int packed_decode(struct kiln_packer *pk, size_t pi, size_t ei)
 	}
 	err = packed_grow(&pk->pc, &pk->pc_cap, KILN_MAX(e->plen, 1u));
 	if (!err)
-		err = kiln_zfrag_read(pk->spool, pk->pc, e->plen,
+		err = kiln_frag_read(pk->spool, pk->pc, e->plen,
 				      pt->spool_off + e->pstart);
 	if (err)
 		return err;
@@ -303,7 +303,7 @@ done:
 static int packed_recover_bytes(struct kiln_packer *pk, uint8_t *dst,
 				size_t len, uint64_t off);
 
-/* kiln_zfrag_recover_fn: released fragment bytes, from the spool. */
+/* kiln_frag_recover_fn: released fragment bytes, from the spool. */
 static int packed_recover(void *ctx, void *buf, size_t len, uint64_t off)
 {
 	struct kiln_packer *pk = ctx;
@@ -377,7 +377,7 @@ static int packed_commit(void *ctx, void *item)
 	pt->zf = it->zf;
 	pt->spool_off = 0;
 	if (pt->zf->held_len) {
-		err = kiln_zfrag_add(pk->spool, pt->zf->held,
+		err = kiln_frag_add(pk->spool, pt->zf->held,
 				     pt->zf->held_len, &pt->spool_off);
 		if (err)
 			return err;
@@ -390,7 +390,7 @@ static int packed_commit(void *ctx, void *item)
 		pk->keep = true;
 	atomic_store(&pk->release_ok, !pk->keep);
 	if (!pk->keep)
-		kiln_zfrag_release(pk->zc->frag, it->off + it->len);
+		kiln_frag_release(pk->zc->frag, it->off + it->len);
 	return 0;
 }
 
@@ -443,15 +443,15 @@ static int packer_new(struct kiln_build *b, struct kiln_packer **out)
 	conf.threads = 1;	/* without a pool: inline */
 	conf.max_bytes = KILN_MAX(kiln_build_inflight_bytes(b) / 3,
 				  2 * packed_cost(pk->seg_size));
-	err = kiln_zfrag_new(PACKED_SPOOL_MEM, NULL, &pk->spool);
+	err = kiln_frag_new(PACKED_SPOOL_MEM, NULL, &pk->spool);
 	if (!err)
 		err = kiln_jobs_new(&conf, &pk->jobs);
 	if (err) {
-		kiln_zfrag_free(pk->spool);
+		kiln_frag_free(pk->spool);
 		free(pk);
 		return err;
 	}
-	kiln_zfrag_set_recover(pk->zc->frag, packed_recover, pk);
+	kiln_frag_set_recover(pk->zc->frag, packed_recover, pk);
 	*out = pk;
 	return 0;
 }
@@ -463,11 +463,11 @@ void kiln_packed_free(struct kiln_build *b)
 	if (!pk)
 		return;
 	kiln_jobs_free(pk->jobs);
-	kiln_zfrag_set_recover(pk->zc->frag, NULL, NULL);
+	kiln_frag_set_recover(pk->zc->frag, NULL, NULL);
 	for (size_t i = 0; i < pk->nr_parts; i++)
 		kiln_zfile_free(pk->parts[i].zf);
 	free(pk->parts);
-	kiln_zfrag_free(pk->spool);
+	kiln_frag_free(pk->spool);
 	if (pk->dws) {
 		kiln_codec_dws_fini(pk->zc->ops, pk->dws);
 		free(pk->dws);
@@ -528,7 +528,7 @@ int kiln_packed_poll(struct kiln_build *b)
 
 	if (!zc || !zc->frag)
 		return 0;
-	size = kiln_zfrag_size(zc->frag);
+	size = kiln_frag_size(zc->frag);
 	/*
 	 * A segment the buffer has grown past is not the last one whatever
 	 * comes: compressed now, it comes out as it would at the end. One
@@ -566,7 +566,7 @@ static int packer_finish(struct kiln_build *b, struct kiln_node *n)
 	err = packer_submit(pk, n->size, n->size);
 	ferr = kiln_jobs_finish(pk->jobs);
 	/* no fragment comes any more; the parts now move into @whole */
-	kiln_zfrag_set_recover(pk->zc->frag, NULL, NULL);
+	kiln_frag_set_recover(pk->zc->frag, NULL, NULL);
 	if (ferr || err)
 		return packer_fail(b, ferr ? ferr : err);
 	if (pk->raw)
@@ -578,7 +578,7 @@ static int packer_finish(struct kiln_build *b, struct kiln_node *n)
 			part->held = malloc(part->held_len);
 			if (!part->held)
 				return -ENOMEM;
-			err = kiln_zfrag_read(pk->spool, part->held,
+			err = kiln_frag_read(pk->spool, part->held,
 					      part->held_len,
 					      pk->parts[i].spool_off);
 			if (err)
@@ -623,7 +623,7 @@ static bool packed_map_placeable(const struct kiln_build *b,
 
 /* Incompressible fragments: the packed inode is stored as plain blocks. */
 static int packed_write_plain(struct kiln_build *b, struct kiln_node *n,
-			      struct kiln_zfrag *fr)
+			      struct kiln_frag *fr)
 {
 	uint64_t nblks = kiln_div_round_up(n->size, b->blksz);
 	uint8_t *buf;
@@ -641,7 +641,7 @@ static int packed_write_plain(struct kiln_build *b, struct kiln_node *n,
 					      n->size - off);
 		size_t padded = (size_t)kiln_round_up(len, b->blksz);
 
-		err = kiln_zfrag_read(fr, buf, len, off);
+		err = kiln_frag_read(fr, buf, len, off);
 		if (!err) {
 			memset(buf + len, 0, padded - len);
 			err = kiln_out_pwrite(b->out, buf, padded,
@@ -658,9 +658,9 @@ int kiln_packed_write(struct kiln_build *b)
 	struct kiln_node *n;
 	int err;
 
-	if (!zc || !zc->frag || !kiln_zfrag_size(zc->frag))
+	if (!zc || !zc->frag || !kiln_frag_size(zc->frag))
 		return 0;
-	err = kiln_nodes_push_special(b, kiln_zfrag_size(zc->frag), &n);
+	err = kiln_nodes_push_special(b, kiln_frag_size(zc->frag), &n);
 	if (err)
 		return err;
 	b->packed = n;
@@ -673,7 +673,7 @@ int kiln_packed_write(struct kiln_build *b)
 	/* how it went depends on the threads' timing: debug only */
 	kiln_log(&b->lg, KILN_LOG_DEBUG,
 		 "fragment buffer: %llu bytes to a temporary file, %llu extents decoded again for dedupe, %llu waits",
-		 (unsigned long long)kiln_zfrag_spill_bytes(zc->frag),
+		 (unsigned long long)kiln_frag_spill_bytes(zc->frag),
 		 (unsigned long long)b->packer->nr_decoded,
 		 (unsigned long long)b->packer->nr_waits);
 	kiln_packed_free(b);
@@ -690,6 +690,6 @@ int kiln_packed_write(struct kiln_build *b)
 	kiln_log(&b->lg, KILN_LOG_INFO,
 		 "packed inode: %llu bytes of fragments (%llu more shared)",
 		 (unsigned long long)n->size,
-		 (unsigned long long)kiln_zfrag_saved(zc->frag));
+		 (unsigned long long)kiln_frag_saved(zc->frag));
 	return 0;
 }

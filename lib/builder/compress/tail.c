@@ -133,13 +133,13 @@ static int split(struct kiln_zfile *zf, uint64_t end, size_t same)
 
 int kiln_ztail_place(struct kiln_zfile *zf, bool may_split, bool *placed)
 {
-	struct kiln_zfrag *fr = zf->zc->frag;
+	struct kiln_frag *fr = zf->zc->frag;
 	uint64_t end = 0;
 	size_t same;
 	int err;
 
 	*placed = false;
-	err = kiln_zfrag_find_tail(fr, zf->frag, zf->frag_len, &end, &same);
+	err = kiln_frag_find_tail(fr, zf->frag, zf->frag_len, &end, &same);
 	if (err || !same)
 		return err;
 	if (same == zf->frag_len) {
@@ -151,7 +151,7 @@ int kiln_ztail_place(struct kiln_zfile *zf, bool may_split, bool *placed)
 		if (err)
 			return err < 0 ? err : 0;
 	}
-	kiln_zfrag_share(fr, same);
+	kiln_frag_share(fr, same);
 	*placed = true;
 	return 0;
 }
