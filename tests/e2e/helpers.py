@@ -300,6 +300,17 @@ def write_tar(path, entries, fmt=None, mode="w", owner=(0, 0)):
 
 
 @contextlib.contextmanager
+def wait_fuse_mount(proc, mnt, tries=100):
+    """Wait (0.1 s a try) until `kiln mount -f` (@proc) has mounted @mnt;
+    fail the test with its stderr when it exits first."""
+    for _ in range(tries):
+        if os.path.ismount(mnt):
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"kiln mount exited: {proc.stderr.read()}")
+        time.sleep(0.1)
+
+
 def tmpfs_mount(directory, size):
     """Mount a tmpfs of @size (e.g. "2M") on a new @directory; yields it,
     always unmounted. Needs root (the need_root fixture)."""

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import have, tree_compare
+from helpers import have, tree_compare, wait_fuse_mount
 
 pytestmark = [pytest.mark.skipif(not have("nginx"),
                                  reason="nginx not installed "
@@ -219,12 +219,7 @@ def test_mount_over_http(kiln, images, nginx, tmp_path, srcfs):
                           *cache_args(tmp_path), nginx.url("zstd.erofs"),
                           str(mnt)], stderr=subprocess.PIPE)
     try:
-        for _ in range(100):
-            if os.path.ismount(mnt):
-                break
-            if p.poll() is not None:
-                pytest.fail(f"kiln mount exited: {p.stderr.read()}")
-            time.sleep(0.1)
+        wait_fuse_mount(p, mnt)
         ex = srcfs / "remote-mount-ex"
         kiln.ok("extract", www / "zstd.erofs", ex)
         tree_compare(ex, mnt)
@@ -696,12 +691,7 @@ def test_mount_read_fails_within_the_timeout_when_the_server_stops(
                          stderr=subprocess.PIPE, text=True)
     pids = []
     try:
-        for _ in range(100):
-            if os.path.ismount(mnt):
-                break
-            if p.poll() is not None:
-                pytest.fail(f"kiln mount exited: {p.stderr.read()}")
-            time.sleep(0.1)
+        wait_fuse_mount(p, mnt)
         assert sorted(os.listdir(mnt)) == ["random.bin", "text.txt"]
         pids = n.pids()
         for pid in pids:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import tree_compare
+from helpers import tree_compare, wait_fuse_mount
 from test_remote import free_port, wait_port
 
 pytestmark = [pytest.mark.sanitize]
@@ -395,12 +395,7 @@ def test_rotated_credentials_under_a_mount(kiln, s3, tmp_path):
                           *s3.path_style(), f"s3://{BUCKET}/big.erofs",
                           str(mnt)], stderr=subprocess.PIPE, env=env)
     try:
-        for _ in range(100):
-            if os.path.ismount(mnt):
-                break
-            if p.poll() is not None:
-                pytest.fail(f"kiln mount exited: {p.stderr.read()}")
-            time.sleep(0.1)
+        wait_fuse_mount(p, mnt)
         assert (mnt / "f0.bin").read_bytes() == \
             (s3.big / "f0.bin").read_bytes()
         # the old key is disabled, the file now holds a new one
