@@ -311,6 +311,7 @@ def wait_fuse_mount(proc, mnt, tries=100):
         time.sleep(0.1)
 
 
+@contextlib.contextmanager
 def tmpfs_mount(directory, size):
     """Mount a tmpfs of @size (e.g. "2M") on a new @directory; yields it,
     always unmounted. Needs root (the need_root fixture)."""
