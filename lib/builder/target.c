@@ -19,14 +19,12 @@
 /*
  * Default classic pcluster sizes (compressed bytes), where the target has
  * big pclusters: one-block pclusters make lz4 and lzma images clearly
- * bigger. lz4 and lz4hc take 64 KiB: 2.5% smaller than 16 KiB on kernel
- * sources at lz4hc:9 (smaller than mkfs.erofs's 128 KiB images with every
- * saver), 0.9-1.4% on /usr/share/doc, for 8% more CPU at lz4hc and none
- * at lz4; LZ4 decodes a 64 KiB pcluster in tens of microseconds. zstd takes 128 KiB, the size mkfs.erofs users pick with -C and
- * squashfs's block: it is 0.3% smaller than 64 KiB on kernel sources and
- * 1.9% on shared libraries, and a zstd pcluster is filled in about one
- * pass whatever its size. deflate takes 16 KiB (its fill searches over
- * input lengths: bigger ones cost more time than they save). Figures:
+ * bigger. lz4 and lz4hc take 64 KiB: LZ4's window, so a bigger pcluster
+ * adds little but CPU, and it decodes in tens of microseconds. zstd takes
+ * 128 KiB, squashfs's block and what mkfs.erofs users pick with -C: a
+ * zstd pcluster is filled in about one pass whatever its size. deflate
+ * takes 16 KiB: its fill searches over input lengths, and bigger ones
+ * cost more time than they save. What was measured for each:
  * bench/README.md, "Measurements behind the defaults".
  */
 #define LZ4_PCLUSTER_SIZE	(64u * 1024)

@@ -118,13 +118,11 @@ static int check_target(const struct kiln_zctx *zc, unsigned int target)
 /*
  * Classic layout: the packed inode's pclusters may be bigger than the
  * files'. The fragments make one stream, so a bigger window pays most
- * there: on the Linux 6.1 sources, 256 KiB packed pclusters made the
- * image 1.7% smaller than 128 KiB ones (the files' own) at zstd:3 and
- * 8.6% smaller than 16 KiB ones at lz4hc:9; 1 MiB ones 3.0% at zstd:3.
- * But a cold read of a small file decodes its whole pcluster (up to 64
- * times its size, about 4 times in text): with 1 MiB, 2000 random small
- * file reads through the kernel took twice as long as with 256 KiB,
- * longer than from mksquashfs's image, so the default stays at 256 KiB.
+ * there. But a cold read of a small file decodes its whole pcluster (up
+ * to 64 times its size, about 4 times in text), so the default stays at
+ * 256 KiB, where small-file reads through the kernel stay close to
+ * mksquashfs's image (bench/README.md, "Measurements behind the
+ * defaults", has the sizes and read times of each choice).
  */
 static int packed_ctx_new(struct kiln_zctx *zc,
 			  const struct kiln_build_opts *opts,

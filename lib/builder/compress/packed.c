@@ -556,8 +556,7 @@ static int packer_finish(struct kiln_build *b, struct kiln_node *n)
 	/*
 	 * Extent records address bytes: in a 48-bit image the segments'
 	 * pclusters follow each other byte by byte, so no segment ends in a
-	 * block of its own half filled (0.12 MB on the Linux sources at
-	 * lz4hc, where 16 MiB segments end 59 times).
+	 * block of its own half filled, once a segment.
 	 */
 	const bool bytes = kiln_zctx_48bit(pk->zc);
 	struct kiln_bytepack bp = { 0 };
