@@ -9,6 +9,9 @@
 #   mkfs.erofs --tar=f --aufs --ungzip for each layer blob, mkfs.erofs
 #       --tar=i on the first layer uncompressed (erofs-utils from PATH:
 #       PATH=$(scripts/erofs-utils.sh):$PATH for 1.9);
+#   per layer, compressed: kiln -z zstd --oci-layer N, mkfs.erofs -zzstd
+#       --tar=f --aufs --ungzip, and gunzip | tar2sqfs -c zstd (Debian's
+#       squashfs-tools-ng, when installed);
 #   umoci unpack (timed on its own), then mksquashfs of the unpacked tree
 #       (uncompressed and -comp zstd).
 # Each row: wall seconds and peak RSS (GNU time -v: of the largest process
@@ -133,12 +136,23 @@ row() {
 per_layer() {
 	local kind=$1 i worst=0 total=0 r
 	for i in $(seq "$NL"); do
+		# tar2sqfs's inner shell expands its own arguments
+		# shellcheck disable=SC2016
 		case $kind in
 		kiln) r=$(run_timed "$WORK/l$i.erofs" "$KILN" build -q -j "$THREADS" \
 			--oci "$LAY:$REF" --oci-layer "$i" "$WORK/l$i.erofs") ;;
+		kiln-zstd) r=$(run_timed "$WORK/lz$i.erofs" "$KILN" build -q \
+			-j "$THREADS" -z zstd --oci "$LAY:$REF" --oci-layer "$i" \
+			"$WORK/lz$i.erofs") ;;
 		mkfs) r=$(run_timed "$WORK/m$i.erofs" mkfs.erofs --quiet \
 			--workers="$THREADS" --tar=f --aufs --ungzip \
 			"$WORK/m$i.erofs" "${BLOBS[$((i - 1))]}") ;;
+		mkfs-zstd) r=$(run_timed "$WORK/mz$i.erofs" mkfs.erofs --quiet \
+			--workers="$THREADS" -zzstd --tar=f --aufs --ungzip \
+			"$WORK/mz$i.erofs" "${BLOBS[$((i - 1))]}") ;;
+		tar2sqfs) r=$(run_timed "$WORK/t$i.sqfs" sh -c \
+			'gunzip -c "$1" | tar2sqfs -q -f -c zstd -j "$2" "$3"' \
+			sh "${BLOBS[$((i - 1))]}" "$THREADS" "$WORK/t$i.sqfs") ;;
 		esac || { echo "nan nan"; return 1; }
 		total=$(echo "$total + ${r% *}" | bc -l)
 		[ "${r#* }" -gt "$worst" ] && worst=${r#* }
@@ -159,6 +173,14 @@ row "kiln --oci-layer 1..$NL" "$(for i in $(seq "$NL"); do echo "$WORK/l$i.erofs
 	per_layer kiln
 row "mkfs.erofs --tar=f --aufs --ungzip x$NL" "$(for i in $(seq "$NL"); do echo "$WORK/m$i.erofs"; done)" -- \
 	per_layer mkfs
+row "kiln -z zstd --oci-layer 1..$NL" "$(for i in $(seq "$NL"); do echo "$WORK/lz$i.erofs"; done)" -- \
+	per_layer kiln-zstd
+row "mkfs.erofs -zzstd --tar=f --aufs --ungzip x$NL" "$(for i in $(seq "$NL"); do echo "$WORK/mz$i.erofs"; done)" -- \
+	per_layer mkfs-zstd
+if have tar2sqfs; then
+	row "gunzip | tar2sqfs -c zstd x$NL" "$(for i in $(seq "$NL"); do echo "$WORK/t$i.sqfs"; done)" -- \
+		per_layer tar2sqfs
+fi
 row "kiln --tar-index (layer 1, plain tar)" "$WORK/ti.erofs" -- \
 	run_timed "$WORK/ti.erofs" "$KILN" build -q --tar-index "$WORK/layer1.tar" "$WORK/ti.erofs"
 row "mkfs.erofs --tar=i (layer 1, plain tar)" "$WORK/mi.erofs" -- \

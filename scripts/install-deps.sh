@@ -2,6 +2,7 @@
 # Install the Debian packages kiln needs to build, test and benchmark
 # (man-db, groff-base and zsh: the tests of the generated man pages and
 # completions; shellcheck: CI's script check; gnuplot-nox: bench/report.sh;
+# squashfs-tools-ng: tar2sqfs, a peer of bench/oci.sh;
 # umoci and skopeo: the OCI image tests' layouts and reference unpacking;
 # nodejs and npm: scripts/s3rver.sh, the S3 server of the s3:// tests, and
 # curl, which uploads their objects).
@@ -12,7 +13,7 @@ PKGS="build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
 libzstd-dev liblz4-dev libdeflate-dev liblzma-dev libfuse3-dev fuse3
 libarchive-dev libjansson-dev libxxhash-dev libisal-dev libselinux1-dev libssl-dev python3
 python3-pytest attr acl selinux-utils libarchive-tools cpio cryptsetup-bin
-erofs-utils squashfs-tools squashfuse fio zstd xz-utils bzip2 gzip
+erofs-utils squashfs-tools squashfs-tools-ng squashfuse fio zstd xz-utils bzip2 gzip
 util-linux kmod time bc umoci skopeo libcurl4-openssl-dev nginx-light openssl
 man-db groff-base zsh shellcheck gnuplot-nox nodejs curl"
 
