@@ -52,6 +52,8 @@
  * it here first is work thrown away (most files of a source tree).
  */
 #define FRAG_TAIL_MAX(pcluster)	(4 * (uint64_t)(pcluster))
+/* Input first offered to a classic pcluster, at least (classic_want()). */
+#define CLASSIC_WANT_MIN	(1024u * 1024)
 #define ZTAIL_ROOM	256u
 /*
  * DEFLATE streams are fed to the kernel page by page; if the output is
@@ -64,12 +66,19 @@
 
 /* ---- input window ---- */
 
+/*
+ * The window holds at most @cap bytes (twice the input a pcluster may
+ * take), but grows only as far as the requests go: a request is read
+ * together with as much again after it, so the bytes kept and moved at
+ * each refill are about what was consumed since the last.
+ */
 struct zin {
 	kiln_src_read_fn read;
 	void *ctx;
 	uint64_t size;
 	uint8_t *buf;
-	size_t cap;
+	size_t cap;		/* bound on the window */
+	size_t alloc;		/* bytes allocated at buf */
 	uint64_t start;		/* file offset of buf[0] */
 	size_t len;		/* valid bytes in buf */
 };
@@ -82,8 +91,7 @@ static int zin_init(struct zin *in, kiln_src_read_fn read, void *ctx,
 	in->ctx = ctx;
 	in->size = size;
 	in->cap = (size_t)KILN_MIN((uint64_t)cap, size);
-	in->buf = malloc(in->cap ? in->cap : 1);
-	return in->buf ? 0 : -ENOMEM;
+	return 0;
 }
 
 /* Make bytes [pos, pos + want) (clipped at EOF) available at *@p. */
@@ -96,15 +104,25 @@ static int zin_get(struct zin *in, uint64_t pos, size_t want,
 	if (end - pos > in->cap || pos < in->start)
 		return -EINVAL;
 	if (end > in->start + in->len) {
-		size_t keep = 0, n;
+		size_t keep = 0, n, fill;
 
+		fill = (size_t)KILN_MIN(KILN_MIN((uint64_t)in->cap,
+						 2 * (end - pos)),
+					in->size - pos);
+		if (fill > in->alloc) {
+			uint8_t *nb = realloc(in->buf, fill);
+
+			if (!nb)
+				return -ENOMEM;
+			in->buf = nb;
+			in->alloc = fill;
+		}
 		if (pos < in->start + in->len)
 			keep = (size_t)(in->start + in->len - pos);
 		memmove(in->buf, in->buf + (pos - in->start), keep);
 		in->start = pos;
 		in->len = keep;
-		n = (size_t)KILN_MIN((uint64_t)(in->cap - keep),
-				     in->size - (pos + keep));
+		n = fill - keep;
 		err = in->read(in->ctx, in->buf + keep, n, pos + keep);
 		if (err)
 			return err;
@@ -555,6 +573,10 @@ static int classic_skip(struct zpack *z, uint64_t *pos, uint64_t lim)
 	const uint64_t size = z->zf->size;
 	const uint64_t max = KILN_MIN((uint64_t)RAW_SKIP_MAX(zc->pcluster_size),
 				      (uint64_t)zc->max_in);
+	/* a try needs one pcluster's input, not all that would fit */
+	const uint64_t try_len = KILN_MIN(KILN_MAX((uint64_t)CLASSIC_WANT_MIN,
+						   8 * (uint64_t)zc->pcluster_size),
+					  (uint64_t)zc->max_in);
 
 	for (;;) {
 		uint64_t p0 = *pos, jump, want, raw;
@@ -569,7 +591,7 @@ static int classic_skip(struct zpack *z, uint64_t *pos, uint64_t lim)
 		jump = KILN_MIN(z->raw_skip, lim - p0) / bs * bs;
 		if (!jump)
 			return 0;
-		want = KILN_MIN(jump + zc->max_in, size - p0);
+		want = KILN_MIN(jump + try_len, size - p0);
 		err = zin_get(&z->in, p0, (size_t)want, &src);
 		if (err)
 			return err;
@@ -640,6 +662,23 @@ static size_t classic_window(struct classic *c, uint64_t pos, bool *at_cut)
 	if (starts_at_cut(z, pos))
 		z->hint.last_in = z->hint.last_out = 0;
 	return avail;
+}
+
+/*
+ * Input offered first to the pcluster of @avail bytes at most: twice what
+ * the last one took, and enough for the tail rules (FRAG_TAIL_MAX) and
+ * raw pclusters, so a window of max_in is read only for data that
+ * compresses that well. A pcluster that takes all it was offered is made
+ * again from all of @avail (kiln_pcluster_classic()).
+ */
+static size_t classic_want(const struct classic *c, size_t avail)
+{
+	const struct zpack *z = &c->z;
+	uint64_t want = KILN_MAX((uint64_t)CLASSIC_WANT_MIN,
+				 8 * (uint64_t)z->zc->pcluster_size);
+
+	want = KILN_MAX(want, 2 * (uint64_t)z->hint.last_in);
+	return (size_t)KILN_MIN(want, (uint64_t)avail);
 }
 
 /*
@@ -813,19 +852,32 @@ int kiln_pcluster_classic(struct kiln_zctx *zc, struct kiln_out *out,
 	while (!err && pos < zf->size) {
 		bool at_cut, stored;
 		size_t avail = classic_window(&c, pos, &at_cut), in_len;
+		size_t want = classic_want(&c, avail);
 		const uint8_t *src;
 		ssize_t r;
 
-		err = zin_get(&c.z.in, pos, avail, &src);
+		/* a remainder stored raw may run past a cut (classic_tail()) */
+		err = zin_get(&c.z.in, pos,
+			      KILN_MAX(want, (size_t)KILN_MIN(zf->size - pos,
+							      (uint64_t)zc->pcluster_size)),
+			      &src);
 		if (!err)
-			err = classic_tail(&c, &pos, src, avail, &stored);
+			err = classic_tail(&c, &pos, src, want, &stored);
 		if (err || stored)
 			continue;
-		r = classic_pcluster(&c, pos, src, avail, &in_len);
+		r = classic_pcluster(&c, pos, src, want, &in_len);
+		/* it took all it was offered: offer it all */
+		if (r > 0 && in_len == want && want < avail) {
+			want = avail;
+			err = zin_get(&c.z.in, pos, want, &src);
+			if (err)
+				continue;
+			r = classic_pcluster(&c, pos, src, want, &in_len);
+		}
 		if (r < 0 && r != -ENOSPC)
 			err = (int)r;
 		else
-			err = classic_store(&c, &pos, src, avail, at_cut,
+			err = classic_store(&c, &pos, src, want, at_cut,
 					    in_len, r);
 	}
 	if (!err)
