@@ -252,6 +252,15 @@ static void apply_defaults(struct kiln_build *b)
 	if (!(off & KILN_COMPRESS_DEDUPE))
 		*flags |= KILN_COMPRESS_DEDUPE;
 	/*
+	 * Copies at other offsets (a library inside its static archive)
+	 * are shared too when the source can be read twice: only long
+	 * shared runs are cut (shifted.c), so trees without such copies
+	 * come out as they would without it.
+	 */
+	if (!(off & (KILN_COMPRESS_DEDUPE | KILN_COMPRESS_DEDUPE_SHIFTED)) &&
+	    o->source_kind == KILN_SOURCE_DIR)
+		*flags |= KILN_COMPRESS_DEDUPE_SHIFTED;
+	/*
 	 * Packing tails and small files together is what keeps trees of
 	 * small files small; an explicit --ztailpacking asks for tails
 	 * inline instead, so it alone turns the default off. Targets

@@ -52,6 +52,7 @@ enum {
 	OPT_NO_DEDUPE,
 	OPT_METABOX,
 	OPT_DEDUPE_SHIFTED,
+	OPT_NO_DEDUPE_SHIFTED,
 	OPT_RAW_MARGIN,
 	OPT_COMPRESS_HINTS,
 	OPT_MEMORY_LIMIT,
@@ -543,7 +544,14 @@ static int set_kernel(struct build_cli *c, const char *arg)
 static int set_dedupe_shifted(struct build_cli *c, const char *arg)
 {
 	(void)arg;
-	c->opts.compress_flags |= KILN_COMPRESS_DEDUPE_SHIFTED;
+	set_saver(c, KILN_COMPRESS_DEDUPE_SHIFTED, true);
+	return 0;
+}
+
+static int set_no_dedupe_shifted(struct build_cli *c, const char *arg)
+{
+	(void)arg;
+	set_saver(c, KILN_COMPRESS_DEDUPE_SHIFTED, false);
 	return 0;
 }
 
@@ -679,9 +687,14 @@ static const struct build_option {
 	{ { "no-dedupe", OPT_NO_DEDUPE, NULL, "write every file's data, "
 			"even when an identical copy is in the image" },
 	  set_no_dedupe },
-	{ { "dedupe-shifted", OPT_DEDUPE_SHIFTED, NULL, "also share data "
-			"found again at other offsets (reads big files twice)" },
+	{ { "dedupe-shifted", OPT_DEDUPE_SHIFTED, NULL, "also share runs of "
+			"2 MiB or more found again at other offsets in other "
+			"files (reads big files twice; default when "
+			"compressing a directory)" },
 	  set_dedupe_shifted },
+	{ { "no-dedupe-shifted", OPT_NO_DEDUPE_SHIFTED, NULL, "read every "
+			"file once: share whole files and identical extents "
+			"only" }, set_no_dedupe_shifted },
 	{ { "metabox", OPT_METABOX, NULL, "compress the inodes too, in a "
 			"metadata inode (Linux 6.17+, EXPERIMENTAL)" },
 	  set_metabox },

@@ -37,6 +37,17 @@
 #define ANCHOR_BITS	16
 #define GEAR_WINDOW	64	/* a gear hash depends on this many bytes */
 #define READ_SIZE	(1u << 20)
+/*
+ * Cuts pay only for long runs: every cut ends a pcluster early and starts
+ * the next one afresh, about a block each, while what a shared run saves
+ * is its compressed size. Runs shorter than this stay uncut. Measured at
+ * zstd:3 (bench/README.md, "Measurements behind the defaults"): over the
+ * Linux sources every shared run is in generated headers that compress
+ * about 35 to 1 and their cuts cost more than they save; over
+ * /usr/lib/x86_64-linux-gnu the runs that pay are copies of whole
+ * libraries inside archives, megabytes long.
+ */
+#define SHARED_RUN_MIN	(2ull << 20)
 
 struct chunk {
 	uint64_t end;		/* file offset just past the chunk */
@@ -46,6 +57,7 @@ struct chunk {
 /* One file of the plan; its chunks until the cuts are known. */
 struct shift_file {
 	size_t idx;			/* in b->order */
+	uint32_t content;		/* its distinct content, from 1 */
 	struct chunk *c;
 	uint32_t nr;
 	uint64_t *cuts;			/* then: the cuts, sorted */
@@ -62,7 +74,8 @@ struct plan {
 	struct kiln_build *b;
 	struct kiln_zshift *zs;
 	struct kiln_u64map chunks;	/* chunk key -> occurrences */
-	struct kiln_u64map contents;	/* file contents already counted */
+	struct kiln_u64map contents;	/* file contents -> their number */
+	uint32_t nr_contents;		/* distinct contents so far */
 	uint8_t **bufs;			/* one read buffer per worker */
 	unsigned int nr_bufs;
 	int err;			/* the committer's failure */
@@ -91,16 +104,32 @@ static void gear_init(void)
 	}
 }
 
-/* Count one more @key. */
-static int table_add(struct kiln_u64map *t, uint64_t key)
+/*
+ * Count @key for the distinct content number @content (from 1) unless
+ * that content counted it already: a chunk repeated inside one file is
+ * not a copy dedupe can share across files. The value holds the count in
+ * its low half and the last content that counted it in its high half.
+ */
+static int table_add_once(struct kiln_u64map *t, uint64_t key,
+			  uint32_t content)
 {
-	uint64_t *cnt;
-	int r = kiln_u64map_insert(t, key, &cnt);
+	uint64_t *v;
+	int r = kiln_u64map_insert(t, key, &v);
 
 	if (r < 0)
 		return r;
-	++*cnt;
+	if (*v >> 32 == content)
+		return 0;
+	*v = (uint64_t)content << 32 | ((*v & 0xffffffffu) + 1);
 	return 0;
+}
+
+/* Whether the chunk @key is in two distinct contents or more. */
+static bool chunk_shared(const struct kiln_u64map *t, uint64_t key)
+{
+	const uint64_t *v = kiln_u64map_get(t, key);
+
+	return v && (*v & 0xffffffffu) >= 2;
 }
 
 static int item_push(struct plan_item *it, uint64_t end, uint64_t len,
@@ -226,17 +255,28 @@ static int plan_commit(void *ctx, void *item)
 	struct plan_item *it = item;
 	struct kiln_zshift *zs = pl->zs;
 	struct shift_file *f;
-	uint64_t content;
+	const uint64_t *number;
+	uint64_t content, *slot;
+	uint32_t content_nr;
 	int err = 0;
 
 	if (!it->nr)
 		return 0;
 	content = XXH3_64bits_withSeed(it->c, it->nr * sizeof(*it->c),
 				       pl->b->order[it->idx]->size);
-	if (!kiln_u64map_get(&pl->contents, content)) {
-		err = table_add(&pl->contents, content);
+	number = kiln_u64map_get(&pl->contents, content);
+	if (number) {
+		content_nr = (uint32_t)*number;
+	} else {
+		content_nr = ++pl->nr_contents;
+		err = kiln_u64map_insert(&pl->contents, content, &slot);
+		if (err >= 0) {
+			*slot = content_nr;
+			err = 0;
+		}
 		for (uint32_t i = 0; !err && i < it->nr; i++)
-			err = table_add(&pl->chunks, it->c[i].key);
+			err = table_add_once(&pl->chunks, it->c[i].key,
+					     content_nr);
 	}
 	if (!err)
 		err = KILN_GROW(zs->files, zs->cap, zs->nr + 1);
@@ -247,6 +287,7 @@ static int plan_commit(void *ctx, void *item)
 	f = &zs->files[zs->nr++];
 	memset(f, 0, sizeof(*f));
 	f->idx = it->idx;
+	f->content = content_nr;
 	f->c = it->c;
 	f->nr = it->nr;
 	it->c = NULL;
@@ -268,24 +309,66 @@ static const struct kiln_jobs_ops plan_ops = {
 	.release = plan_release,
 };
 
-/* Both ends of every shared chunk, inside the file. */
-static int file_cuts(const struct plan *pl, struct shift_file *f,
-		     uint64_t size)
+/*
+ * The runs of shared chunks [*@i, *@j) of @f from the chunk at *@i on,
+ * *@run_start the file offset where the run starts; false at the end.
+ */
+static bool next_run(const struct kiln_u64map *shared,
+		     const struct shift_file *f, uint32_t *i, uint32_t *j,
+		     uint64_t *run_start)
 {
-	uint64_t start = 0;
+	uint32_t k = *i;
+
+	while (k < f->nr && !chunk_shared(shared, f->c[k].key))
+		k++;
+	if (k == f->nr)
+		return false;
+	*run_start = k ? f->c[k - 1].end : 0;
+	*i = k;
+	while (k < f->nr && chunk_shared(shared, f->c[k].key))
+		k++;
+	*j = k;
+	return true;
+}
+
+/*
+ * The chunks of @f's runs of SHARED_RUN_MIN or more, counted in @long_runs
+ * for content @content: a run is cut only where another file has it long
+ * too, or only one side would pay the cuts.
+ */
+static int mark_long_runs(const struct plan *pl, const struct shift_file *f,
+			  struct kiln_u64map *long_runs, uint32_t content)
+{
+	uint64_t start;
+	uint32_t i = 0, j;
+	int err = 0;
+
+	while (!err && next_run(&pl->chunks, f, &i, &j, &start)) {
+		if (f->c[j - 1].end - start >= SHARED_RUN_MIN)
+			for (uint32_t k = i; !err && k < j; k++)
+				err = table_add_once(long_runs, f->c[k].key,
+						     content);
+		i = j;
+	}
+	return err;
+}
+
+/* Both ends of every chunk of @f that @long_runs shares, inside the file. */
+static int file_cuts(const struct kiln_u64map *long_runs,
+		     struct shift_file *f, uint64_t size)
+{
+	uint64_t start;
+	uint32_t i = 0, j;
 
 	f->cuts = malloc(2 * (size_t)f->nr * sizeof(*f->cuts));
 	if (!f->cuts)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < f->nr; start = f->c[i++].end) {
-		const uint64_t *cnt = kiln_u64map_get(&pl->chunks, f->c[i].key);
-
-		if (!cnt || *cnt < 2)
-			continue;
-		if (start && (!f->nr_cuts || f->cuts[f->nr_cuts - 1] != start))
+	while (next_run(long_runs, f, &i, &j, &start)) {
+		if (start)
 			f->cuts[f->nr_cuts++] = start;
-		if (f->c[i].end < size)
-			f->cuts[f->nr_cuts++] = f->c[i].end;
+		for (; i < j; i++)
+			if (f->c[i].end < size)
+				f->cuts[f->nr_cuts++] = f->c[i].end;
 	}
 	free(f->c);
 	f->c = NULL;
@@ -352,6 +435,7 @@ static int plan_run(struct plan *pl)
 int kiln_zshift_plan(struct kiln_build *b)
 {
 	struct plan pl = { .b = b };
+	struct kiln_u64map long_runs;
 	struct kiln_zshift *zs;
 	size_t kept = 0;
 	uint64_t nr_cuts = 0;
@@ -364,14 +448,19 @@ int kiln_zshift_plan(struct kiln_build *b)
 	pthread_once(&gear_once, gear_init);
 	kiln_u64map_init(&pl.chunks);
 	kiln_u64map_init(&pl.contents);
+	kiln_u64map_init(&long_runs);
 	zs = calloc(1, sizeof(*zs));
 	if (!zs)
 		return -ENOMEM;
 	pl.zs = zs;
 	err = plan_run(&pl);
 	for (size_t i = 0; !err && i < zs->nr; i++)
-		err = file_cuts(&pl, &zs->files[i],
+		err = mark_long_runs(&pl, &zs->files[i], &long_runs,
+				     zs->files[i].content);
+	for (size_t i = 0; !err && i < zs->nr; i++)
+		err = file_cuts(&long_runs, &zs->files[i],
 				b->order[zs->files[i].idx]->size);
+	kiln_u64map_release(&long_runs);
 	kiln_u64map_release(&pl.chunks);
 	kiln_u64map_release(&pl.contents);
 	if (err) {
@@ -381,6 +470,13 @@ int kiln_zshift_plan(struct kiln_build *b)
 	/* keep only the files with cuts */
 	for (size_t i = 0; i < zs->nr; i++) {
 		if (zs->files[i].nr_cuts) {
+			char path[256];
+
+			kiln_log(&b->lg, KILN_LOG_DEBUG,
+				 "shifted dedupe: %s: %u extent cuts",
+				 kiln_node_path(b, b->order[zs->files[i].idx],
+						path, sizeof(path)),
+				 zs->files[i].nr_cuts);
 			nr_cuts += zs->files[i].nr_cuts;
 			zs->files[kept++] = zs->files[i];
 		} else {
