@@ -156,7 +156,10 @@ static int zstd_fill_pass(ZSTD_CCtx *cctx, int level, ZSTD_outBuffer out,
 						level)) ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog,
 						KILN_ZSTD_WINDOW_LOG)) ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0)))
+	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0)) ||
+	    /* the input stays put: matched where it is, never copied */
+	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_stableInBuffer,
+						1)))
 		return -EINVAL;
 	while (p->taken < n) {
 		size_t left = budget - p->fit, chunk, r;
@@ -175,9 +178,10 @@ static int zstd_fill_pass(ZSTD_CCtx *cctx, int level, ZSTD_outBuffer out,
 			chunk = (size_t)(est / 4);
 		chunk = chunk < FILL_MIN_CHUNK ? FILL_MIN_CHUNK : chunk;
 		chunk = chunk > n - p->taken ? n - p->taken : chunk;
-		in.src = src + p->taken;
-		in.size = chunk;
-		in.pos = 0;
+		/* one buffer for the whole frame, growing chunk by chunk */
+		in.src = src;
+		in.size = p->taken + chunk;
+		in.pos = p->taken;
 		do {
 			r = ZSTD_compressStream2(cctx, &out, &in,
 						 ZSTD_e_flush);
