@@ -194,7 +194,13 @@ static int zctx_set_flags(struct kiln_zctx *zc,
 		zc->flags &= ~(unsigned int)KILN_COMPRESS_ZTAILPACKING;
 	}
 	if (zc->flags & KILN_COMPRESS_FRAGMENTS) {
-		err = kiln_frag_new(0, NULL, &zc->frag);
+		/* a quarter of --memory-limit, as the workspaces */
+		size_t frag_mem = 0;
+
+		if (OPT_HAS(opts, memory_limit) && opts->memory_limit)
+			frag_mem = (size_t)KILN_MIN(opts->memory_limit / 4,
+						    (uint64_t)KILN_FRAG_MEM_DEFAULT);
+		err = kiln_frag_new(frag_mem, NULL, &zc->frag);
 		if (err)
 			return err;
 	}

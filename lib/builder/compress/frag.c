@@ -28,12 +28,6 @@
 #include "util/checked.h"
 #include "util/fileio.h"
 
-/*
- * Bytes in memory by default. The committed segments' bytes leave memory
- * (kiln_frag_release()), so this bounds the bytes not yet compressed:
- * the segment being filled and those in flight.
- */
-#define FRAG_MEM_DEFAULT	((size_t)48 << 20)
 #define FRAG_CMP_CHUNK		((size_t)64 << 10)
 /* Storage pieces: a power of two of at most 1 MiB, a quarter of the limit. */
 #define FRAG_PIECE_MAX_BITS	20u
@@ -148,7 +142,7 @@ int kiln_frag_new(size_t mem_limit, const char *tmpdir,
 		return -ENOMEM;
 	fr->fd = -1;
 	pthread_mutex_init(&fr->lock, NULL);
-	fr->mem_limit = mem_limit ? mem_limit : FRAG_MEM_DEFAULT;
+	fr->mem_limit = mem_limit ? mem_limit : KILN_FRAG_MEM_DEFAULT;
 	fr->bits = FRAG_PIECE_MAX_BITS;
 	while (fr->bits > FRAG_PIECE_MIN_BITS &&
 	       ((size_t)1 << fr->bits) > fr->mem_limit / 4)

@@ -15,8 +15,19 @@
 struct kiln_frag;
 
 /*
- * An empty buffer that keeps up to @mem_limit bytes in memory (0: a
- * default of 48 MiB), in pieces of at most 1 MiB, and moves its oldest
+ * Bytes in memory by default. The committed segments' bytes leave memory
+ * (kiln_frag_release()), so this bounds the bytes not yet compressed:
+ * the segment being filled and those in flight. Past it the oldest go to
+ * the temporary file: on trees of small files the data pass runs ahead
+ * of the packed inode's compression, and writing the bytes out and
+ * reading them back costs system time (bench/README.md, "Measurements
+ * behind the defaults").
+ */
+#define KILN_FRAG_MEM_DEFAULT	((size_t)48 << 20)
+
+/*
+ * An empty buffer that keeps up to @mem_limit bytes in memory (0:
+ * KILN_FRAG_MEM_DEFAULT), in pieces of at most 1 MiB, and moves its oldest
  * pieces to an unlinked temporary file in @tmpdir (NULL: $TMPDIR or
  * /tmp) when more would not fit. Pieces released with
  * kiln_frag_release() leave memory without going there. 0 or -errno.

@@ -441,8 +441,15 @@ static int packer_new(struct kiln_build *b, struct kiln_packer **out)
 	conf.ctx = pk;
 	conf.pool = kiln_build_pool(b);
 	conf.threads = 1;	/* without a pool: inline */
-	conf.max_bytes = KILN_MAX(kiln_build_inflight_bytes(b) / 3,
-				  2 * packed_cost(pk->seg_size));
+	/*
+	 * Two segments at once keep both workers of -j2 busy once the files
+	 * are done; under --memory-limit its share decides (one segment
+	 * still runs when it is smaller than a segment).
+	 */
+	conf.max_bytes = kiln_build_inflight_bytes(b) / 3;
+	if (!b->opts.memory_limit)
+		conf.max_bytes = KILN_MAX(conf.max_bytes,
+					  2 * packed_cost(pk->seg_size));
 	err = kiln_frag_new(PACKED_SPOOL_MEM, NULL, &pk->spool);
 	if (!err)
 		err = kiln_jobs_new(&conf, &pk->jobs);
