@@ -238,6 +238,28 @@ static uint32_t place_gap(const struct kiln_zfile *zf,
  * appended in order, packed as they were (whole blocks in the classic
  * layout, bytes in the extent layout) and remembered.
  */
+/*
+ * Whether the pclusters kept can move down inside the held buffer itself:
+ * no DEFLATE gap is added (place_gap()) and they come in buffer order, so
+ * each lands at or below where it is read.
+ */
+static bool commit_in_place(const struct kiln_zfile *zf)
+{
+	uint64_t next = 0;
+
+	for (size_t i = 0; i < zf->nr_ext; i++) {
+		const struct kiln_zext *e = &zf->ext[i];
+
+		if (!has_pcluster(e))
+			continue;
+		if (e->fmt == Z_EROFS_COMPRESSION_DEFLATE + 1 ||
+		    e->pstart < next)
+			return false;
+		next = e->pstart + e->plen;
+	}
+	return true;
+}
+
 static int commit_dedupe(struct kiln_zfile *zf, struct kiln_out *out)
 {
 	const uint32_t bs = 1u << zf->blkszbits;
@@ -245,7 +267,9 @@ static int commit_dedupe(struct kiln_zfile *zf, struct kiln_out *out)
 	uint64_t total = 0;	/* bytes of pclusters, shared ones too */
 	/* DEFLATE gaps are at most 4 bytes (place_gap()) */
 	const size_t cap = zf->held_len + 4 * zf->nr_ext;
-	uint8_t *buf = malloc(cap ? cap : 1);
+	/* a second buffer as big as the held one only when it must be */
+	const bool in_place = commit_in_place(zf);
+	uint8_t *buf = in_place ? zf->held : malloc(cap ? cap : 1);
 	uint64_t len = 0, base = 0;
 	kiln_blk_t blk;
 	int err = 0;
@@ -283,7 +307,7 @@ static int commit_dedupe(struct kiln_zfile *zf, struct kiln_out *out)
 		}
 		memset(buf + len, 0, gap);
 		len += gap;
-		memcpy(buf + len, pc, e->plen);
+		memmove(buf + len, pc, e->plen);
 		e->pstart = len;
 		len += e->plen;
 		err = kiln_dedupe_add_pending(dd, e->plen, e->llen, e->fmt,
@@ -293,7 +317,8 @@ static int commit_dedupe(struct kiln_zfile *zf, struct kiln_out *out)
 		err = kiln_out_append(out, buf, (size_t)len, &blk);
 		base = (uint64_t)blk * bs;
 	}
-	free(buf);
+	if (!in_place)
+		free(buf);
 	/*
 	 * Even after a failure no entry may stay relative to a buffer that
 	 * is gone; a wrong address costs a comparison, never wrong data.
