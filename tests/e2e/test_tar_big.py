@@ -103,7 +103,10 @@ def test_big_members_same_bytes_as_directory(kiln, big_tree, tmp_path,
     opts = ("-z", spec, "--layout", layout,
             "--fragments" if on else "--no-fragments")
     dimg = tmp_path / "dir.erofs"
-    kiln.ok("build", "-j2", *opts, root, dimg, timeout=600)
+    # a tar is read once: shifted dedupe, which reads big files twice,
+    # is a directory build's own
+    kiln.ok("build", "-j2", *opts, "--no-dedupe-shifted", root, dimg,
+            timeout=600)
     want = dimg.read_bytes()
     runs = [("-j1",), ("-j2", "--verify"), ("-j8",),
             ("-j2", "--memory-limit", "1")]
