@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "builder/internal.h"
+#include "builder/oci-gunzip.h"
 #include "builder/oci.h"
 #include "builder/tar-data.h"
 #include "builder/tar-scan.h"
@@ -26,15 +27,52 @@ struct oci_scan {
 	struct kiln_oci_image *img;
 	struct tar t;
 	struct kiln_oci_blob *blob;	/* the layer being read */
+	struct kiln_gunzip *gz;		/* its inflater, for gzip blobs */
 	uint8_t *buf;			/* LAYER_READ_BLOCK bytes for it */
 	char src[4352];			/* "<dir>: layer N", for messages */
 };
 
+/* kiln_gunzip_read_fn: the layer blob's bytes, checked as they come. */
+static ssize_t layer_blob_read(void *ctx, void *buf, size_t len)
+{
+	struct oci_scan *s = ctx;
+
+	return kiln_oci_blob_read(s->blob, buf, len);
+}
+
+/* The layer's tar bytes from its gzip blob. */
+static la_ssize_t layer_read_gzip(struct archive *a, struct oci_scan *s,
+				  const void **buf)
+{
+	ssize_t r = kiln_gunzip_next(s->gz, buf);
+
+	if (r >= 0)
+		return (la_ssize_t)r;
+	if (r == -EILSEQ || r == -EBADMSG) {
+		const struct kiln_oci_desc *d =
+			&s->img->layers[s->t.layer - 1];
+
+		kiln_log(&s->b->lg, KILN_LOG_ERROR, r == -EILSEQ ?
+			 "%s: blob %s is not gzip, as its media type says: %s" :
+			 "%s: blob %s: %s", s->src, d->digest,
+			 kiln_gunzip_why(s->gz));
+		archive_set_error(a, (int)-r, "the layer blob does not inflate");
+		return -1;
+	}
+	kiln_log(&s->b->lg, KILN_LOG_ERROR, "%s",
+		 kiln_oci_blob_why(s->blob));
+	archive_set_error(a, (int)-r, "the layer blob failed its check");
+	return -1;
+}
+
 static la_ssize_t layer_read(struct archive *a, void *ctx, const void **buf)
 {
 	struct oci_scan *s = ctx;
-	ssize_t r = kiln_oci_blob_read(s->blob, s->buf, LAYER_READ_BLOCK);
+	ssize_t r;
 
+	if (s->gz)
+		return layer_read_gzip(a, s, buf);
+	r = kiln_oci_blob_read(s->blob, s->buf, LAYER_READ_BLOCK);
 	if (r < 0) {
 		/*
 		 * Said here: libarchive may replace the reason with its own
@@ -76,19 +114,25 @@ static int layer_open(struct oci_scan *s, size_t k)
 	s->t.a = a;
 	archive_read_support_format_tar(a);
 	archive_read_support_format_empty(a);
-	/* only the filter the media type names */
-	if (d->comp == KILN_OCI_GZIP)
-		archive_read_support_filter_gzip(a);
-	else if (d->comp == KILN_OCI_ZSTD)
+	/*
+	 * Only the filter the media type names. gzip is inflated here by
+	 * ISA-L (oci-gunzip.c), which checks its header itself: libarchive
+	 * then reads a plain tar.
+	 */
+	if (d->comp == KILN_OCI_GZIP) {
+		err = kiln_gunzip_new(layer_blob_read, s, &s->gz);
+		if (err)
+			return err;
+	} else if (d->comp == KILN_OCI_ZSTD) {
 		archive_read_support_filter_zstd(a);
+	}
 	if (archive_read_open(a, s, NULL, layer_read, NULL) != ARCHIVE_OK) {
 		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: %s", s->src,
 			 kiln_tar_error(a));
 		return -EIO;
 	}
 	filter = archive_filter_code(a, 0);
-	want = d->comp == KILN_OCI_GZIP ? ARCHIVE_FILTER_GZIP :
-	       d->comp == KILN_OCI_ZSTD ? ARCHIVE_FILTER_ZSTD :
+	want = d->comp == KILN_OCI_ZSTD ? ARCHIVE_FILTER_ZSTD :
 					  ARCHIVE_FILTER_NONE;
 	if (filter != want) {
 		kiln_log(&b->lg, KILN_LOG_ERROR, "%s: blob %s is not %s, as "
@@ -118,6 +162,8 @@ static int layer_close(struct oci_scan *s, int err)
 	if (s->t.a)
 		archive_read_free(s->t.a);
 	s->t.a = NULL;
+	kiln_gunzip_free(s->gz);
+	s->gz = NULL;
 	return err;
 }
 
