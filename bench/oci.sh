@@ -185,9 +185,12 @@ row "kiln --tar-index (layer 1, plain tar)" "$WORK/ti.erofs" -- \
 	run_timed "$WORK/ti.erofs" "$KILN" build -q --tar-index "$WORK/layer1.tar" "$WORK/ti.erofs"
 row "mkfs.erofs --tar=i (layer 1, plain tar)" "$WORK/mi.erofs" -- \
 	run_timed "$WORK/mi.erofs" mkfs.erofs --quiet --tar=i "$WORK/mi.erofs" "$WORK/layer1.tar"
-rm -rf "$WORK/unpacked"
-row "umoci unpack (the tree, for mksquashfs)" "" -- \
+# umoci refuses a bundle that is there already: every run starts afresh
+unpack_fresh() {
+	rm -rf "$WORK/unpacked"
 	run_timed "$WORK/unpacked.stamp" umoci unpack --image "$LAY:$REF" "$WORK/unpacked"
+}
+row "umoci unpack (the tree, for mksquashfs)" "" -- unpack_fresh
 row "mksquashfs of it (uncompressed)" "$WORK/sq.img" -- \
 	run_timed "$WORK/sq.img" mksquashfs "$WORK/unpacked/rootfs" "$WORK/sq.img" \
 	-noappend -processors "$THREADS" -quiet -noI -noD -noF -noX
