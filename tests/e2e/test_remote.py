@@ -187,7 +187,8 @@ def test_every_command_same_bytes(kiln, images, nginx, tmp_path, srcfs,
         b = kiln.ok("ls", "-R", "-l", "-a", *extra, url)
         assert a.out == b.out, name
         ia = kiln.ok("info", "--json", local).text.replace(local, "IMG")
-        ib = kiln.ok("info", "--json", *extra, url).text.replace(url, "IMG")
+        ib = kiln.ok("info", "--json", "--walk", *extra,
+                     url).text.replace(url, "IMG")
         assert ia == ib, name
         kiln.ok("fsck", *extra, url)
         files = sorted(p for p in Path(tree.root).rglob("*")
@@ -232,10 +233,15 @@ def test_mount_over_http(kiln, images, nginx, tmp_path, srcfs):
             p.wait()
 
 
-def test_info_fetches_only_the_superblock_area(kiln, nginx, tmp_path):
+@pytest.mark.parametrize("walk", [[], ["--no-walk"]],
+                         ids=["default", "no-walk"])
+def test_info_fetches_only_the_superblock_area(kiln, nginx, tmp_path, walk):
+    """A URL is not walked unless --walk asks: that is every unit of
+    metadata."""
     before = len(nginx.requests())
-    kiln.ok("info", "--no-walk", *cache_args(tmp_path),
-            nginx.url("zstd.erofs"))
+    r = kiln.ok("info", *walk, *cache_args(tmp_path),
+                nginx.url("zstd.erofs"))
+    assert "regular files:" not in r.text, r.text
     # the unit with the superblock, and the one with the root inode that
     # every open checks (kiln puts metadata after the data)
     lines = nginx.requests()[before:]

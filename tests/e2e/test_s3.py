@@ -255,7 +255,7 @@ def test_every_command_same_bytes(kiln, s3, tmp_path, srcfs, style):
         b = kiln.ok("ls", "-R", "-l", "-a", *opts, url, env=env)
         assert a.out == b.out
         ia = kiln.ok("info", "--json", local).text.replace(local, "IMG")
-        ib = kiln.ok("info", "--json", *opts, url,
+        ib = kiln.ok("info", "--json", "--walk", *opts, url,
                      env=env).text.replace(url, "IMG")
         assert ia == ib
         kiln.ok("fsck", *opts, url, env=env)

@@ -19,8 +19,10 @@ enum {
 
 static const struct cli_option info_options[] = {
 	{ "json", OPT_JSON, NULL, "print one JSON object" },
-	{ "walk", OPT_WALK, NULL, "count files by type (the default)" },
-	{ "no-walk", OPT_NO_WALK, NULL, "only read the superblock" },
+	{ "walk", OPT_WALK, NULL, "count files by type (the default for a "
+	  "local image, or with --verity)" },
+	{ "no-walk", OPT_NO_WALK, NULL, "only read the superblock (the "
+	  "default for a URL: nothing else is fetched)" },
 	{ "kernels", OPT_KERNELS, NULL, "print the table of features and the "
 					"first Linux that mounts each (no "
 					"IMAGE)" },
@@ -585,14 +587,14 @@ int cmd_info(int argc, char **argv)
 	struct kiln_image *img;
 	struct cli_log lg;
 	const char *arg, *image;
-	bool json = false, walk = true, kernels = false;
+	bool json = false, walk = true, walk_set = false, kernels = false;
 	int c, walk_err = 0;
 
 	while ((c = cli_getopt(argc, argv, &info_spec, &arg)) >= 0) {
 		switch (c) {
 		case OPT_JSON: json = true; break;
-		case OPT_WALK: walk = true; break;
-		case OPT_NO_WALK: walk = false; break;
+		case OPT_WALK: walk = walk_set = true; break;
+		case OPT_NO_WALK: walk = false; walk_set = true; break;
 		case OPT_KERNELS: kernels = true; break;
 		default:
 			if (cli_image_option(&info_spec, &devs, &verity, c,
@@ -615,6 +617,9 @@ int cmd_info(int argc, char **argv)
 	if (argc - optind != 1)
 		return cli_usage_error(&info_spec, "expected IMAGE");
 	image = argv[optind];
+	/* a remote image: the superblock's unit alone, unless asked */
+	if (!walk_set && !verity.on && kiln_is_url(image))
+		walk = false;
 
 	cli_log_init(&lg, image, KILN_LOG_WARN);
 	if (cli_open_image(&img, image, &lg, &devs))
