@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Reading an image over HTTP: time and bytes fetched for `kiln ls -R`, 50
+# Reading an image over HTTP: time, bytes fetched and requests sent (one
+# round trip each: kiln sends one at a time) for `kiln ls -R`, 50
 # random small files, the largest file and a full extract, each from a cold
 # cache, against downloading the whole image with curl. nginx and kiln run
 # in a network namespace of their own whose loopback gets `tc netem` (the
@@ -60,6 +61,11 @@ fetched() {
 	"$KILN" cache --cache-dir "$WORK/c" stat | awk -F': *' '/^bytes fetched/ { print $2 }'
 }
 
+# requests sent (without parallel requests, each is one round trip)
+requests() {
+	"$KILN" cache --cache-dir "$WORK/c" stat | awk -F': *' '/^requests/ { print $2 }'
+}
+
 # run NAME ARGS... (URL is the operand to swap): the local file, then HTTP
 run() {
 	local what=$1 t l a
@@ -76,7 +82,8 @@ run() {
 	l=$(time_cmd "${local[@]}")
 	rm -rf "$WORK/c" "$WORK/x" && mkdir -p "$WORK/x"
 	t=$(time_cmd ns "$@")
-	printf '%-28s %8s s %8s s %14s bytes\n' "$what" "$l" "$t" "$(fetched)" | tee -a "$RES"
+	printf '%-28s %8s s %8s s %14s bytes %6s requests\n' "$what" "$l" "$t" \
+		"$(fetched)" "$(requests)" | tee -a "$RES"
 }
 
 : > "$RES"
@@ -89,7 +96,7 @@ for shape in "$@"; do
 		continue
 	fi
 	echo "== $(basename "$IMAGE") ($(stat -c %s "$IMAGE") bytes), netem: $shape" | tee -a "$RES"
-	printf '%-28s %10s %10s %20s\n' "" "local" "http" "fetched" | tee -a "$RES"
+	printf '%-28s %10s %10s %20s %15s\n' "" "local" "http" "fetched" "requests" | tee -a "$RES"
 	O=(--cache-dir "$WORK/c")
 	run "kiln ls -R" "$KILN" ls -R "${O[@]}" "$URL"
 	# shellcheck disable=SC2086 # the names, one word each
