@@ -250,7 +250,10 @@ KILN_API int kiln_build(const char *source, const char *image,
 	/* 2b. fragments: the packed inode, after every file's tail */
 	if (!err)
 		err = kiln_packed_write(b);
-	/* 3. inode positions and nids, 4. the metadata, 5. the superblock */
+	/*
+	 * 3. inode positions and nids (and directory blocks), 4. the
+	 * metadata, 5. the superblock
+	 */
 	if (!err)
 		err = kiln_place_assign_nids(b);
 	if (!err)

@@ -463,12 +463,14 @@ static int write_symlink(struct kiln_build *b, struct kiln_node *n)
 		      : 0;
 }
 
-/* Directories: size from the names; full blocks reserved, filled later. */
-static int reserve_dir(struct kiln_build *b, struct kiln_node *n)
+/*
+ * Directories: size and shape from the names now; their full blocks are
+ * reserved by kiln_data_place_dirs() and filled with the inode area.
+ */
+static int shape_dir(struct kiln_build *b, struct kiln_node *n)
 {
 	struct kiln_dirent_src *ents;
 	size_t nr;
-	uint64_t full;
 	int err = kiln_dir_entries(n, &ents, &nr);
 
 	if (err)
@@ -478,16 +480,37 @@ static int reserve_dir(struct kiln_build *b, struct kiln_node *n)
 	err = shape_inode(b, n);
 	if (err)
 		return err;
-	full = n->size >> b->blkszbits;
 	n->tail_len = (uint32_t)(n->size & (b->blksz - 1));
-	if (n->tail_len && !tail_fits_inline(b, n, n->tail_len)) {
-		full++;		/* the last block goes to the data area */
-		n->tail_len = 0;
-	}
+	if (n->tail_len && !tail_fits_inline(b, n, n->tail_len))
+		n->tail_len = 0;	/* the last block is a full one */
 	n->datalayout = n->tail_len ? EROFS_INODE_FLAT_INLINE
 				    : EROFS_INODE_FLAT_PLAIN;
 	n->startblk = 0;
-	return full ? kiln_out_reserve(b->out, full, &n->startblk) : 0;
+	return 0;
+}
+
+/*
+ * Every directory's full blocks, in node order, at the end of the image
+ * so far: after the inode area (or before the metabox), see place.c.
+ */
+int kiln_data_place_dirs(struct kiln_build *b)
+{
+	for (size_t i = 0; i < b->nr_nodes; i++) {
+		struct kiln_node *n = b->nodes[i];
+		uint64_t full;
+		int err;
+
+		if (!S_ISDIR(n->mode))
+			continue;
+		/* a tail that did not fit inline takes a block of its own */
+		full = kiln_div_round_up(n->size - n->tail_len, b->blksz);
+		if (!full)
+			continue;
+		err = kiln_out_reserve(b->out, full, &n->startblk);
+		if (err)
+			return err;
+	}
+	return 0;
 }
 
 static int data_buffers(struct kiln_build *b)
@@ -630,7 +653,7 @@ int kiln_data_commit_node(struct kiln_build *b, struct kiln_node *n,
 		err = write_symlink(b, n);
 		break;
 	case S_IFDIR:
-		err = reserve_dir(b, n);
+		err = shape_dir(b, n);
 		break;
 	default:
 		break;

@@ -425,6 +425,8 @@ struct kiln_data_extent {
 	uint64_t start, end;
 };
 int kiln_data_write_all(struct kiln_build *b);
+/* Reserves every directory's full blocks at the end of the image so far. */
+int kiln_data_place_dirs(struct kiln_build *b);
 /*
  * The data pass's work for node @n, on the one writer in tree order:
  * shape the inode and place its data. For a regular file, @zf is its data

@@ -4,8 +4,12 @@
  * compressed map) in the inode area after the data, assigns nids, and
  * writes the area, directory blocks and shared xattrs.
  *
- *   [boot + superblock][data blocks ...][inode area][shared xattrs]
- *                                      ^ meta_blkaddr + 1 (so no nid is 0)
+ *   [boot + superblock][data blocks ...][inode area][directory blocks]
+ *   [shared xattrs]                     ^ meta_blkaddr + 1 (so no nid is 0)
+ *
+ * Everything a walk of the tree reads is so one run at the end of the
+ * image, from meta_blkaddr on, which a remote reader fetches whole. With
+ * a metabox, the directory blocks go before it, after the data.
  */
 #include <assert.h>
 #include <errno.h>
@@ -248,13 +252,16 @@ bool kiln_place_in_metabox(const struct kiln_build *b)
 
 int kiln_place_assign_nids(struct kiln_build *b)
 {
-	kiln_blk_t data_end = kiln_out_next_blk(b->out);
+	kiln_blk_t data_end = kiln_out_next_blk(b->out), area;
 	uint64_t base;
 	int err;
 
 	for (size_t i = 0; i < b->nr_nodes; i++)
 		b->nodes[i]->ino = (uint32_t)(i + 1);
 	if (kiln_place_in_metabox(b)) {
+		err = kiln_data_place_dirs(b);
+		if (err)
+			return err;
 		/*
 		 * Everything but the packed inode goes into the metabox; the
 		 * packed inode and the metabox inode itself are placed after
@@ -279,6 +286,12 @@ int kiln_place_assign_nids(struct kiln_build *b)
 	b->meta_start = (uint64_t)data_end << b->blkszbits;
 	err = place_nodes(b, b->nodes, b->nr_nodes, NULL, b->meta_start, base,
 			  0, &b->meta_end);
+	/* the area's blocks, then the directories' right after them */
+	if (!err)
+		err = kiln_out_reserve(b->out, kiln_div_round_up(b->meta_end -
+					b->meta_start, b->blksz), &area);
+	if (!err)
+		err = kiln_data_place_dirs(b);
 	if (err)
 		return err;
 	kiln_log(&b->lg, KILN_LOG_INFO,
@@ -526,10 +539,11 @@ int kiln_place_write_meta(struct kiln_build *b)
 				  b->meta_start, b->meta_end, NULL);
 	if (err)
 		return err;
-	if (!kiln_place_in_metabox(b))
-		end = b->meta_end;
 	/* the shared xattr area starts at the next block */
-	end = kiln_round_up(end, b->blksz);
+	if (kiln_place_in_metabox(b))
+		end = kiln_round_up(end, b->blksz);
+	else		/* after the directory blocks */
+		end = (uint64_t)kiln_out_next_blk(b->out) << b->blkszbits;
 	b->xattr_blkaddr = 0;
 	if (b->xt.shared_size) {
 		uint8_t *shared = calloc(1, b->xt.shared_size);

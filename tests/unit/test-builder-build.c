@@ -266,6 +266,54 @@ TEST(data_is_written_depth_first)
 	scratch_remove();
 }
 
+/*
+ * Metadata is one run at the end: the inode area right after the file
+ * data, the directories' full blocks right after it (a remote walk
+ * fetches the run whole; see lib/builder/place.c).
+ */
+TEST(directory_blocks_follow_the_inode_area)
+{
+	struct kiln_build_opts opts = { .struct_size = sizeof(opts) };
+	static char body[3 << 20];
+	uint64_t meta_start, data_at;
+	const uint8_t *at;
+	char path[256];
+	size_t len, hits = 0;
+	uint8_t *img;
+
+	scratch_make("build");
+	snprintf(path, sizeof(path), "%s/src/big-dir", tmp);
+	CHECK(mkdir(path, 0755) == 0);
+	for (int i = 0; i < 400; i++) {
+		snprintf(path, sizeof(path), "src/big-dir/entry-%03d-%s", i,
+			 "with-a-longer-name");
+		scratch_write(path, "x", 1);
+	}
+	for (size_t i = 0; i < sizeof(body); i++)
+		body[i] = (char)(i * 2654435761u >> 13);
+	put_src("zdata", body, sizeof(body));
+	CHECK_EQ(build("d.img", &opts), 0);
+	img = scratch_load("d.img", &len);
+	CHECK(img != NULL && len > EROFS_SUPER_OFFSET + 128);
+	if (!img)
+		return;
+	meta_start = ((uint64_t)kiln_get_le32(img + EROFS_SUPER_OFFSET + 40) +
+		      1) << img[EROFS_SUPER_OFFSET + 12];
+	at = memmem(img, len, body, sizeof(body));
+	CHECK(at != NULL);
+	data_at = at ? (uint64_t)(at - img) : 0;
+	CHECK(data_at + sizeof(body) <= meta_start);
+	/* every block of names lies past the inode area's start */
+	for (at = img; (at = memmem(at, len - (size_t)(at - img), "entry-",
+				    6)) != NULL; at += 6) {
+		CHECK((uint64_t)(at - img) >= meta_start);
+		hits++;
+	}
+	CHECK_EQ(hits, 400);
+	free(img);
+	scratch_remove();
+}
+
 TAP_MAIN(TAP_ENTRY(same_input_gives_identical_bytes),
 	 TAP_ENTRY(superblock_checksum_and_root_are_valid),
 	 TAP_ENTRY(uuid_follows_content),
@@ -273,4 +321,5 @@ TAP_MAIN(TAP_ENTRY(same_input_gives_identical_bytes),
 	 TAP_ENTRY(failed_build_keeps_old_image_and_leaves_nothing),
 	 TAP_ENTRY(file_vanishing_during_build_fails_naming_it),
 	 TAP_ENTRY(block_sizes_below_page_size_build),
-	 TAP_ENTRY(data_is_written_depth_first))
+	 TAP_ENTRY(data_is_written_depth_first),
+	 TAP_ENTRY(directory_blocks_follow_the_inode_area))
