@@ -21,6 +21,10 @@
 /* CRC32C state after the magic and a zeroed checksum field (notes 1.3). */
 #define SB_CRC_AFTER_FIELD	0x5045B54Au
 #define SB_CHECKSUM_END		8u	/* CRC starts after magic + checksum */
+/* a remote image's metadata run fetched in windows (set_hot()): at most */
+#define KILN_HOT_MAX		(64ull << 20)
+/* ... and a quarter of the image, unless this small */
+#define KILN_HOT_SMALL		(4ull << 20)
 
 static int check_checksum(struct kiln_image *img)
 {
@@ -275,6 +279,26 @@ static int open_devices(struct kiln_image *img,
 				 opts->nr_devices);
 }
 
+/*
+ * A remote image laid out as kiln lays it out keeps its inodes, directory
+ * blocks and shared xattrs in one run from meta_blkaddr to the end: tell
+ * the lazy view, so a walk fetches that run in a few large requests. Not
+ * where the run would hold file data too (mkfs.erofs's layout mixes
+ * them): only when it is small in itself and beside the whole image.
+ */
+static void set_hot(struct kiln_image *img)
+{
+	uint64_t lo = (uint64_t)img->sb.meta_blkaddr << img->sb.blkszbits;
+	uint64_t hi = img->size;
+
+	if (img->sb.blocks && img->sb.blocks < img->size >> img->sb.blkszbits)
+		hi = img->sb.blocks << img->sb.blkszbits;	/* no verity tree */
+	if (lo >= hi || hi - lo > KILN_HOT_MAX ||
+	    (hi - lo > KILN_HOT_SMALL && hi - lo > hi / 4))
+		return;
+	kiln_lazy_set_hot(img->lazy, lo, hi);
+}
+
 static int read_super(struct kiln_image *img,
 		      const struct kiln_image_opts *opts)
 {
@@ -324,6 +348,9 @@ static int read_super(struct kiln_image *img,
 		err = check_root(img);
 	if (!err)
 		err = load_prefixes(img);
+	/* after the root's check: `kiln info` reads no more than that */
+	if (!err && img->lazy)
+		set_hot(img);
 	return err;
 }
 

@@ -43,6 +43,7 @@ struct kiln_lazy {
 	uint64_t fail_gen;	/* fetches that failed so far */
 	int last_err;		/* of the latest one */
 	atomic_uint demand;	/* reads waiting for units now */
+	uint64_t hot_lo, hot_hi;	/* kiln_lazy_set_hot(), unit-aligned */
 };
 
 static int backing_file(struct kiln_lazy *lz)
@@ -241,6 +242,35 @@ static bool all_present(struct kiln_lazy *lz, uint64_t first, uint64_t last)
 	return true;
 }
 
+void kiln_lazy_set_hot(struct kiln_lazy *lz, uint64_t lo, uint64_t hi)
+{
+	hi = hi < lz->src->size ? hi : lz->src->size;
+	lz->hot_lo = lo >> lz->unit_bits << lz->unit_bits;
+	lz->hot_hi = hi > lz->hot_lo ? hi : lz->hot_lo;
+}
+
+/*
+ * A miss at @off in the hot range takes the KILN_LAZY_MAX_RUN window of
+ * it that holds @off, so walking metadata spread over the whole range
+ * costs one request per window, whatever the order of the reads.
+ */
+static void widen_hot(const struct kiln_lazy *lz, uint64_t off,
+		      uint64_t *first, uint64_t *last)
+{
+	uint64_t s, e;
+
+	if (off < lz->hot_lo || off >= lz->hot_hi)
+		return;
+	s = lz->hot_lo + (off - lz->hot_lo) / KILN_LAZY_MAX_RUN *
+	    KILN_LAZY_MAX_RUN;
+	e = s + KILN_LAZY_MAX_RUN < lz->hot_hi ? s + KILN_LAZY_MAX_RUN
+					       : lz->hot_hi;
+	if (s >> lz->unit_bits < *first)
+		*first = s >> lz->unit_bits;
+	if ((e - 1) >> lz->unit_bits > *last)
+		*last = (e - 1) >> lz->unit_bits;
+}
+
 int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len)
 {
 	struct kiln_source_counters *c = &lz->src->count;
@@ -257,6 +287,7 @@ int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len)
 	}
 	atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);
 	atomic_fetch_add(&lz->demand, 1);
+	widen_hot(lz, off, &first, &last);
 	max_units = KILN_LAZY_MAX_RUN >> lz->unit_bits;
 	if (!max_units)
 		max_units = 1;

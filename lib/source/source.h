@@ -103,6 +103,11 @@ const uint8_t *kiln_lazy_map(const struct kiln_lazy *lz);
 /* 0, or a negative errno with the cause logged. Thread-safe. */
 int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len);
 /*
+ * Bytes [@lo, @hi) hold the image's metadata and little else: a miss
+ * there fetches its whole KILN_LAZY_MAX_RUN window. Call before any read.
+ */
+void kiln_lazy_set_hot(struct kiln_lazy *lz, uint64_t lo, uint64_t hi);
+/*
  * Make every unit present, in order, at most @rate bytes a second, and
  * only while no read waits for units, until *@stop. 0, or the error of
  * the fetch that failed.

@@ -246,8 +246,46 @@ def test_info_fetches_only_the_superblock_area(kiln, nginx, tmp_path, walk):
     # every open checks (kiln puts metadata after the data)
     lines = nginx.requests()[before:]
     assert 1 <= len(lines) <= 2, lines
-    sent = [int(x.split('"')[2].split()[1]) for x in lines]
-    assert all(n <= UNIT for n in sent), lines
+    assert all(n <= UNIT for n in sent_bytes(lines)), lines
+
+
+def meta_run(image):
+    """kiln's metadata run: from meta_blkaddr to the image's end."""
+    sb = image.read_bytes()[1024:1024 + 128]
+    blkszbits = sb[12]
+    meta_blkaddr = int.from_bytes(sb[40:44], "little")
+    blocks = int.from_bytes(sb[36:40], "little")
+    return meta_blkaddr << blkszbits, blocks << blkszbits
+
+
+def sent_bytes(lines):
+    return [int(x.split('"')[2].split()[1]) for x in lines]
+
+
+@pytest.mark.parametrize("name", ["plain.erofs", "zstd.erofs"])
+def test_walk_fetches_the_metadata_run_in_few_requests(kiln, images, nginx,
+                                                       tmp_path, name):
+    """kiln keeps inodes, directory blocks and shared xattrs in one run at
+    the end of the image; a walk over HTTP fetches that run in windows of
+    8 MiB: the superblock's unit, the root's, then one request per window,
+    and no file data beyond the units the run's ends share."""
+    tree, www = images
+    lo, hi = meta_run(www / name)
+    size = (www / name).stat().st_size
+    assert hi == size and 0 < lo < hi, (lo, hi, size)
+    # a directory of several blocks is in the run (the tree's 'many')
+    many = [ln.split() for ln in
+            kiln.ok("ls", "-l", str(www / name), "/").text.splitlines()
+            if ln.endswith(" many")]
+    assert many and int(many[0][4]) > 4096, many
+    before = len(nginx.requests())
+    a = kiln.ok("ls", "-R", "-l", str(www / name))
+    b = kiln.ok("ls", "-R", "-l", *cache_args(tmp_path), nginx.url(name))
+    assert a.out == b.out
+    sent = sent_bytes(nginx.requests()[before:])
+    windows = -(-(hi - (lo // UNIT * UNIT)) // (8 << 20))
+    assert len(sent) <= 2 + windows, sent
+    assert sum(sent) <= (hi - lo) + 3 * UNIT, (sent, lo, hi)
 
 
 def test_tls_needs_the_ca(kiln, nginx, tmp_path):

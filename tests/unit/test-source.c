@@ -188,6 +188,39 @@ TEST(a_run_is_bounded)
 	kiln_lazy_close(lz);
 }
 
+TEST(a_miss_in_the_hot_range_takes_its_window)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+	uint64_t size = 60 * (uint64_t)UNIT + 100;
+	uint64_t lo = 37 * (uint64_t)UNIT + 4096;	/* not unit-aligned */
+	uint64_t w = KILN_LAZY_MAX_RUN;
+
+	fake_init(&f, size);
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	kiln_lazy_set_hot(lz, lo, size);
+	/* outside the range: one unit, as before */
+	CHECK_EQ(kiln_lazy_ensure(lz, 10 * (uint64_t)UNIT, 10), 0);
+	CHECK_EQ(f.last_len, UNIT);
+	/* inside: the window from the range's unit, whatever the offset */
+	CHECK_EQ(kiln_lazy_ensure(lz, 40 * (uint64_t)UNIT, 10), 0);
+	CHECK_EQ(f.last_off, 37 * (uint64_t)UNIT);
+	CHECK_EQ(f.last_len, w);
+	/* the next window, cut at the range's end */
+	CHECK_EQ(kiln_lazy_ensure(lz, size - 50, 50), 0);
+	CHECK_EQ(f.last_off, 37 * (uint64_t)UNIT + w);
+	CHECK_EQ(f.last_len, size - (37 * (uint64_t)UNIT + w));
+	CHECK_EQ(atomic_load(&f.calls), 3);
+	/* the whole range is here: no more requests */
+	CHECK_EQ(kiln_lazy_ensure(lz, lo, size - lo), 0);
+	CHECK_EQ(atomic_load(&f.calls), 3);
+	CHECK(bytes_ok(kiln_lazy_map(lz) + lo, lo, size - lo));
+	kiln_lazy_close(lz);
+}
+
 TEST(a_failed_fetch_leaves_nothing_behind)
 {
 	struct fake f;
@@ -566,6 +599,7 @@ TAP_MAIN(TAP_ENTRY(a_unit_is_fetched_once),
 	 TAP_ENTRY(adjacent_missing_units_are_one_request),
 	 TAP_ENTRY(reading_in_order_reads_ahead),
 	 TAP_ENTRY(a_run_is_bounded),
+	 TAP_ENTRY(a_miss_in_the_hot_range_takes_its_window),
 	 TAP_ENTRY(a_failed_fetch_leaves_nothing_behind),
 	 TAP_ENTRY(the_probe_head_is_kept),
 	 TAP_ENTRY(threads_share_units_and_see_right_bytes),
