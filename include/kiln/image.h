@@ -134,6 +134,16 @@ KILN_API int kiln_image_verity_check(struct kiln_image *img,
 /* Release the image; NULL is a no-op. No kiln_file may still be open. */
 KILN_API void kiln_image_close(struct kiln_image *img);
 
+/*
+ * Give up on the network for good: a remote image's requests under way
+ * end within about a second, retries and new fetches stop, and every read
+ * that still needs bytes fails with -ECANCELED (cached and fetched bytes
+ * are still served). For a clean stop while a server hangs: a mount's
+ * SIGTERM. Only an atomic store, so it may be called from a signal
+ * handler or any thread; a local image ignores it.
+ */
+KILN_API void kiln_image_cancel(struct kiln_image *img);
+
 struct kiln_image_info {
 	uint32_t block_size;
 	uint64_t blocks;		/* from the superblock */

@@ -577,6 +577,12 @@ KILN_API void kiln_image_remote_stats(const struct kiln_image *img,
 	st->failures = atomic_load(&c->failures);
 }
 
+KILN_API void kiln_image_cancel(struct kiln_image *img)
+{
+	if (img && img->src)
+		atomic_store(&img->src->cancelled, true);
+}
+
 KILN_API void kiln_image_close(struct kiln_image *img)
 {
 	if (!img)

@@ -95,13 +95,28 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(uint64_t ms)
+/* Sleep @ms, in slices, until then or until the source is cancelled. */
+static void sleep_ms(const struct kiln_source *src, uint64_t ms)
 {
-	struct timespec ts = { .tv_sec = (time_t)(ms / 1000),
-			       .tv_nsec = (long)(ms % 1000) * 1000000 };
+	while (ms && !atomic_load(&src->cancelled)) {
+		uint64_t slice = ms < 100 ? ms : 100;
+		struct timespec ts = { .tv_sec = 0,
+				       .tv_nsec = (long)slice * 1000000 };
 
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+		ms -= slice;
+	}
+}
+
+/* curl's progress callback: non-zero aborts the transfer. */
+static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow,
+		       curl_off_t ultotal, curl_off_t ulnow)
+{
+	const struct kiln_source *src = ctx;
+
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	return atomic_load(&src->cancelled) ? 1 : 0;
 }
 
 /* A value in [@lo, @hi] from a shared xorshift state. */
@@ -248,6 +263,10 @@ static enum kiln_http_outcome request_once(struct http_source *hs,
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, kiln_http_on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
+	/* called about once a second even while nothing arrives */
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, &hs->base);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
 	atomic_fetch_add_explicit(&hs->base.count.requests, 1,
 				  memory_order_relaxed);
 	rc = curl_easy_perform(c);
@@ -412,6 +431,13 @@ static int http_fetch(struct kiln_source *src, void *dst, size_t len,
 		uint64_t now = now_ms(), wait;
 		enum kiln_http_outcome o;
 
+		if (atomic_load(&src->cancelled)) {
+			kiln_log(src->lg, KILN_LOG_ERROR,
+				 "bytes %" PRIu64 "-%" PRIu64 ": cancelled (the image is being closed)",
+				 off, off + len - 1);
+			return -ECANCELED;
+		}
+
 		if (now >= deadline) {
 			kiln_log(src->lg, KILN_LOG_ERROR,
 				 "bytes %" PRIu64 "-%" PRIu64 ": no answer within %ld ms (%u tries): %s",
@@ -483,7 +509,7 @@ static int http_fetch(struct kiln_source *src, void *dst, size_t len,
 		kiln_log(src->lg, KILN_LOG_WARN,
 			 "bytes %" PRIu64 "-%" PRIu64 ": %s; retrying in %" PRIu64 " ms",
 			 off, off + len - 1, why, wait);
-		sleep_ms(wait);
+		sleep_ms(src, wait);
 		k++;
 	}
 	kiln_log(src->lg, KILN_LOG_ERROR, "no URL of the image can serve it");
@@ -684,7 +710,7 @@ int kiln_source_open_http(struct kiln_source **out, const char *url,
 				(uint64_t)BACKOFF_BASE_MS << (tries - 1)));
 		kiln_log(lg, KILN_LOG_WARN, "%s%s; retrying in %" PRIu64 " ms",
 			 url_name(hs, u), why, wait);
-		sleep_ms(wait);
+		sleep_ms(&hs->base, wait);
 		k = (k + 1) % hs->nr_urls;
 	}
 	hs->base.size = size;

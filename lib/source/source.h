@@ -51,6 +51,7 @@ struct kiln_source {
 	uint8_t *head;
 	size_t head_len;
 	struct kiln_source_counters count;
+	atomic_bool cancelled;		/* kiln_image_cancel(): no more fetches */
 };
 
 /* A local file or block device (@fd stays the caller's), mapped whole. */

@@ -782,3 +782,165 @@ def test_replaced_file_on_nginx_is_never_mixed_with_the_cache(
         assert " 0 bad" in r.text
     finally:
         target.unlink()
+
+
+def lazy_unmount(mnt):
+    """Unmount @mnt whatever its server's state (a killed FUSE server
+    leaves 'Transport endpoint is not connected')."""
+    for argv in (["fusermount3", "-u", str(mnt)],
+                 ["fusermount3", "-uz", str(mnt)],
+                 ["umount", "-l", str(mnt)]):
+        if not os.path.ismount(mnt):
+            return
+        subprocess.run(argv, capture_output=True)
+
+
+def stop_mount(p, mnt):
+    lazy_unmount(mnt)
+    try:
+        return p.communicate(timeout=20)[1]
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return p.communicate()[1]
+
+
+def test_sigterm_unmounts_while_requests_are_stuck(kiln, images,
+                                                   tmp_path_factory,
+                                                   tmp_path):
+    """SIGTERM to a mount whose reader waits on a server that stopped
+    answering (long time limits, so the request is still stuck): the
+    mount goes away at once, and the reader gets an error, not a hang."""
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    tree, www = images
+    n = Nginx(tmp_path_factory.mktemp("nginx-term"), www)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    p = subprocess.Popen([str(kiln.path), "mount", "-f", "--no-cache",
+                          "--timeout", "120", "--stall-timeout", "60",
+                          n.url("big.erofs"), str(mnt)],
+                         stderr=subprocess.PIPE, text=True)
+    pids, reader = [], None
+    try:
+        wait_fuse_mount(p, mnt)
+        assert sorted(os.listdir(mnt)) == ["random.bin", "text.txt"]
+        pids = n.pids()
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        reader = subprocess.Popen(["dd", f"if={mnt}/random.bin",
+                                   "of=/dev/null", "bs=1M"],
+                                  stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        assert reader.poll() is None, "the read did not wait on the server"
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            pytest.fail("kiln mount ignored SIGTERM while a request was "
+                        "stuck")
+        assert time.monotonic() - t0 < 15
+        assert rc == 0, p.stderr.read()
+        assert not os.path.ismount(mnt)
+        try:
+            reader.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the reader hung after the unmount")
+        assert reader.returncode != 0
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+        if reader and reader.poll() is None:
+            reader.kill()
+            reader.wait()
+        stop_mount(p, mnt)
+        n.stop()
+
+
+def test_kill_9_of_a_mount_then_a_new_mount_on_the_cache(kiln, images,
+                                                         nginx, tmp_path):
+    """A mount killed (-9) in the middle of fetching leaves no torn chunk:
+    the cache verifies clean, and a new mount on it serves every byte."""
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    tree, www = images
+    cache, mnt = tmp_path / "cache", tmp_path / "mnt"
+    mnt.mkdir()
+    url = nginx.url("slow/big.erofs")
+    argv = [str(kiln.path), "mount", "-f", "--cache-dir", str(cache), url,
+            str(mnt)]
+    p = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    reader = None
+    try:
+        wait_fuse_mount(p, mnt)
+        reader = subprocess.Popen(["cat", f"{mnt}/random.bin"],
+                                  stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        time.sleep(0.6)
+        assert p.poll() is None and reader.poll() is None, \
+            "the read was over before the kill"
+        p.kill()
+        p.wait()
+        reader.wait(timeout=20)
+    finally:
+        if reader and reader.poll() is None:
+            reader.kill()
+            reader.wait()
+        stop_mount(p, mnt)
+    r = kiln.ok("cache", "--cache-dir", str(cache), "verify")
+    assert " 0 bad" in r.text, r.text
+    assert cache_stat(kiln, cache)["chunks"] >= 1
+    p = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_fuse_mount(p, mnt)
+        ex = tmp_path / "ex"
+        kiln.ok("extract", www / "big.erofs", ex)
+        tree_compare(ex, mnt)
+    finally:
+        err = stop_mount(p, mnt)
+    assert p.returncode == 0, err
+
+
+def test_two_mounts_share_a_cache(kiln, images, nginx, srcfs, tmp_path):
+    """Two mounts of one URL on one cache, read at the same time: both
+    serve the right bytes, and the cache they filled verifies clean."""
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    tree, www = images
+    cache = tmp_path / "cache"
+    ex = srcfs / "remote-two-mounts-ex"	# holds the tree's xattrs
+    shutil.rmtree(ex, ignore_errors=True)
+    kiln.ok("extract", www / "zstd.erofs", ex)
+    mnts = [tmp_path / "m1", tmp_path / "m2"]
+    procs = []
+    try:
+        for m in mnts:
+            m.mkdir()
+            procs.append(subprocess.Popen(
+                [str(kiln.path), "mount", "-f", "--cache-dir", str(cache),
+                 nginx.url("slow/zstd.erofs"), str(m)],
+                stderr=subprocess.PIPE, text=True))
+        for p, m in zip(procs, mnts):
+            wait_fuse_mount(p, m)
+        errors = []
+
+        def compare(m):
+            try:
+                tree_compare(ex, m)
+            except BaseException as e:	# reported below, in this thread
+                errors.append(e)
+        threads = [threading.Thread(target=compare, args=(m,))
+                   for m in mnts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors
+    finally:
+        errs = [stop_mount(p, m) for p, m in zip(procs, mnts)]
+    assert all(p.returncode == 0 for p in procs), errs
+    r = kiln.ok("cache", "--cache-dir", str(cache), "verify")
+    assert " 0 bad" in r.text, r.text
+    st = cache_stat(kiln, cache)
+    assert st["bytes"] <= (www / "zstd.erofs").stat().st_size + UNIT, st

@@ -421,6 +421,46 @@ static void stats_stop(struct stats_ctl *sc)
 	pthread_join(sc->thread, NULL);
 }
 
+/*
+ * SIGTERM, SIGINT and SIGHUP end the request loop (libfuse's handlers),
+ * but the loop waits for every request under way: one stuck on a server
+ * that stopped answering would hold the unmount for its whole time limit.
+ * So the signal first cancels the image's network reads (an atomic store),
+ * then goes on to libfuse's handler.
+ */
+static const int stop_signals[] = { SIGTERM, SIGINT, SIGHUP };
+#define NR_STOP_SIGNALS (sizeof(stop_signals) / sizeof(stop_signals[0]))
+static struct sigaction fuse_actions[NR_STOP_SIGNALS];
+static struct kiln_image *_Atomic cancel_img;
+
+static void on_stop_signal(int sig)
+{
+	kiln_image_cancel(atomic_load(&cancel_img));
+	for (size_t i = 0; i < NR_STOP_SIGNALS; i++)
+		if (stop_signals[i] == sig &&
+		    fuse_actions[i].sa_handler != SIG_DFL &&
+		    fuse_actions[i].sa_handler != SIG_IGN)
+			fuse_actions[i].sa_handler(sig);
+}
+
+static void stop_signals_hook(struct kiln_image *img)
+{
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+
+	atomic_store(&cancel_img, img);
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < NR_STOP_SIGNALS; i++)
+		sigaction(stop_signals[i], &sa, &fuse_actions[i]);
+}
+
+/* libfuse's handlers back, so that it removes them itself. */
+static void stop_signals_unhook(void)
+{
+	for (size_t i = 0; i < NR_STOP_SIGNALS; i++)
+		sigaction(stop_signals[i], &fuse_actions[i], NULL);
+	atomic_store(&cancel_img, NULL);
+}
+
 /* 1. open the image, 2. mount, 3. detach, 4. serve, 5. unmount. */
 static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 {
@@ -440,6 +480,7 @@ static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 		goto out_image;	/* libfuse said why */
 	if (fuse_set_signal_handlers(se))
 		goto out_session;
+	stop_signals_hook(fs->img);
 	if (fuse_session_mount(se, o->mountpoint))
 		goto out_signals;
 	if (fuse_daemonize(o->foreground))
@@ -468,6 +509,7 @@ static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 out_unmount:
 	fuse_session_unmount(se);
 out_signals:
+	stop_signals_unhook();
 	fuse_remove_signal_handlers(se);
 out_session:
 	fuse_session_destroy(se);
