@@ -100,12 +100,11 @@ static int gunzip_next_member(struct kiln_gunzip *gz, bool *more)
 		return 0;
 	if (gz->st.avail_in == 1) {
 		/* the second magic byte is in the next read */
-		uint8_t first = 0x1f;
 		ssize_t n = gz->read(gz->ctx, gz->in + 1, GUNZIP_IN - 1);
 
 		if (n < 0)
 			return (int)n;
-		gz->in[0] = first;
+		gz->in[0] = 0x1f;	/* the first, moved to the front */
 		gz->st.next_in = gz->in;
 		gz->st.avail_in = 1 + (uint32_t)n;
 		if (!n) {
