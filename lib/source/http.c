@@ -432,7 +432,8 @@ static int http_fetch(struct kiln_source *src, void *dst, size_t len,
 		enum kiln_http_outcome o;
 
 		if (atomic_load(&src->cancelled)) {
-			kiln_log(src->lg, KILN_LOG_ERROR,
+			/* closing: whoever closes knows why */
+			kiln_log(src->lg, KILN_LOG_INFO,
 				 "bytes %" PRIu64 "-%" PRIu64 ": cancelled (the image is being closed)",
 				 off, off + len - 1);
 			return -ECANCELED;

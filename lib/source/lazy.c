@@ -30,6 +30,8 @@
 
 enum { ABSENT = 0, FETCHING = 1, PRESENT = 2 };
 
+#define RA_STREAMS	4	/* sequential readers followed at once */
+
 struct kiln_lazy {
 	struct kiln_source *src;
 	struct kiln_cache *cache;	/* may be NULL */
@@ -44,6 +46,24 @@ struct kiln_lazy {
 	int last_err;		/* of the latest one */
 	atomic_uint demand;	/* reads waiting for units now */
 	uint64_t hot_lo, hot_hi;	/* kiln_lazy_set_hot(), unit-aligned */
+	/*
+	 * Readahead in the background: a read in order queues the next
+	 * window for one thread of the view's own, so the network works
+	 * while the reader decodes. A few streams are followed at once (a
+	 * file's extents and the packed inode's, read in turns). Under
+	 * @lock but the marks: a read that reaches a stream's mark (its
+	 * window in flight) queues the window after it.
+	 */
+	pthread_t ra_tid;
+	bool ra_started, ra_stop;
+	pthread_cond_t ra_cond;
+	struct { uint64_t first, last; } ra_q[RA_STREAMS];	/* queued */
+	unsigned int ra_nq;
+	struct {
+		_Atomic uint64_t mark;
+		uint64_t next;		/* the first unit of its next window */
+	} ra[RA_STREAMS];
+	unsigned int ra_victim;		/* the stream a new one replaces */
 };
 
 static int backing_file(struct kiln_lazy *lz)
@@ -123,6 +143,9 @@ int kiln_lazy_open(struct kiln_lazy **out, struct kiln_source *src,
 	lz->fd = -1;
 	pthread_mutex_init(&lz->lock, NULL);
 	pthread_cond_init(&lz->cond, NULL);
+	pthread_cond_init(&lz->ra_cond, NULL);
+	for (unsigned int i = 0; i < RA_STREAMS; i++)
+		atomic_init(&lz->ra[i].mark, UINT64_MAX);
 	while ((1u << lz->unit_bits) < unit)
 		lz->unit_bits++;
 	lz->units = ((src->size - 1) >> lz->unit_bits) + 1;
@@ -157,6 +180,15 @@ void kiln_lazy_close(struct kiln_lazy *lz)
 {
 	if (!lz)
 		return;
+	if (lz->ra_started) {
+		/* a window in flight is not waited for: nobody reads it */
+		atomic_store(&lz->src->cancelled, true);
+		pthread_mutex_lock(&lz->lock);
+		lz->ra_stop = true;
+		pthread_cond_signal(&lz->ra_cond);
+		pthread_mutex_unlock(&lz->lock);
+		pthread_join(lz->ra_tid, NULL);
+	}
 	if (lz->map)
 		munmap((void *)(uintptr_t)lz->map, (size_t)lz->src->size);
 	if (lz->fd >= 0)
@@ -175,6 +207,7 @@ void kiln_lazy_close(struct kiln_lazy *lz)
 	}
 	pthread_mutex_destroy(&lz->lock);
 	pthread_cond_destroy(&lz->cond);
+	pthread_cond_destroy(&lz->ra_cond);
 	free((void *)lz->state);
 	free(lz);
 }
@@ -242,6 +275,129 @@ static bool all_present(struct kiln_lazy *lz, uint64_t first, uint64_t last)
 	return true;
 }
 
+/*
+ * Fetch the absent units of [@first, @last], in runs, claimed one run at
+ * a time (under @lz->lock, released while fetching); units another
+ * thread fetches are left to it. Stops at the first failure.
+ */
+static int fetch_absent(struct kiln_lazy *lz, uint64_t first, uint64_t last,
+			const bool *stop)
+{
+	uint64_t max_units = KILN_LAZY_MAX_RUN >> lz->unit_bits;
+	int err = 0;
+
+	if (!max_units)
+		max_units = 1;
+	for (uint64_t u = first; u <= last && !err && !*stop; ) {
+		uint64_t v = u;
+
+		if (atomic_load(&lz->state[u]) != ABSENT) {
+			u++;
+			continue;
+		}
+		while (v < last && v - u + 1 < max_units &&
+		       atomic_load(&lz->state[v + 1]) == ABSENT)
+			v++;
+		for (uint64_t k = u; k <= v; k++)
+			atomic_store(&lz->state[k], FETCHING);
+		pthread_mutex_unlock(&lz->lock);
+		err = fetch_run(lz, u, v);
+		pthread_mutex_lock(&lz->lock);
+		for (uint64_t k = u; k <= v; k++)
+			atomic_store_explicit(&lz->state[k],
+					      err ? ABSENT : PRESENT,
+					      memory_order_release);
+		if (err) {
+			lz->fail_gen++;
+			lz->last_err = err;
+		}
+		pthread_cond_broadcast(&lz->cond);
+		u = v + 1;
+	}
+	return err;
+}
+
+static void *ra_thread(void *arg)
+{
+	struct kiln_lazy *lz = arg;
+
+	pthread_mutex_lock(&lz->lock);
+	for (;;) {
+		uint64_t first, last;
+
+		while (!lz->ra_stop && !lz->ra_nq)
+			pthread_cond_wait(&lz->ra_cond, &lz->lock);
+		if (lz->ra_stop)
+			break;
+		first = lz->ra_q[0].first;
+		last = lz->ra_q[0].last;
+		memmove(lz->ra_q, lz->ra_q + 1, --lz->ra_nq * sizeof(lz->ra_q[0]));
+		/* a failure is the waiting readers' to report */
+		fetch_absent(lz, first, last, &lz->ra_stop);
+	}
+	pthread_mutex_unlock(&lz->lock);
+	return NULL;
+}
+
+static uint64_t ra_units(const struct kiln_lazy *lz)
+{
+	uint64_t n = KILN_LAZY_READAHEAD >> lz->unit_bits;
+
+	return n ? n : 1;
+}
+
+/* Queue stream @s's window from unit @first (under @lz->lock). */
+static void ra_queue(struct kiln_lazy *lz, unsigned int s, uint64_t first)
+{
+	uint64_t last = first + ra_units(lz) - 1;
+
+	if (first >= lz->units || lz->ra_stop)
+		return;
+	if (!lz->ra_started) {
+		if (pthread_create(&lz->ra_tid, NULL, ra_thread, lz))
+			return;		/* no readahead, reads still work */
+		lz->ra_started = true;
+	}
+	if (last >= lz->units)
+		last = lz->units - 1;
+	if (lz->ra_nq == RA_STREAMS)	/* the oldest is the least useful */
+		memmove(lz->ra_q, lz->ra_q + 1, --lz->ra_nq *
+			sizeof(lz->ra_q[0]));
+	lz->ra_q[lz->ra_nq].first = first;
+	lz->ra_q[lz->ra_nq++].last = last;
+	lz->ra[s].next = last + 1;
+	atomic_store(&lz->ra[s].mark, first);
+	pthread_cond_signal(&lz->ra_cond);
+}
+
+/* A read of units [@first, @last]: in a stream's window, queue its next. */
+static void ra_follow(struct kiln_lazy *lz, uint64_t first, uint64_t last)
+{
+	for (unsigned int s = 0; s < RA_STREAMS; s++) {
+		uint64_t mark = atomic_load(&lz->ra[s].mark);
+
+		if (last < mark || (first > mark &&
+				    first - mark >= ra_units(lz)))
+			continue;
+		pthread_mutex_lock(&lz->lock);
+		if (atomic_load(&lz->ra[s].mark) == mark) {
+			atomic_store(&lz->ra[s].mark, UINT64_MAX);
+			ra_queue(lz, s, lz->ra[s].next);
+		}
+		pthread_mutex_unlock(&lz->lock);
+		return;
+	}
+}
+
+/* A new stream reading in order from unit @first (under @lz->lock). */
+static void ra_start(struct kiln_lazy *lz, uint64_t first)
+{
+	for (unsigned int i = 0; i < lz->ra_nq; i++)
+		if (lz->ra_q[i].first <= first && first <= lz->ra_q[i].last)
+			return;		/* queued already */
+	ra_queue(lz, lz->ra_victim++ % RA_STREAMS, first);
+}
+
 void kiln_lazy_set_hot(struct kiln_lazy *lz, uint64_t lo, uint64_t hi)
 {
 	hi = hi < lz->src->size ? hi : lz->src->size;
@@ -271,7 +427,8 @@ static void widen_hot(const struct kiln_lazy *lz, uint64_t off,
 		*last = (e - 1) >> lz->unit_bits;
 }
 
-int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len)
+static int ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len,
+		  bool ahead)
 {
 	struct kiln_source_counters *c = &lz->src->count;
 	uint64_t first, last, max_units;
@@ -281,6 +438,8 @@ int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len)
 		return 0;
 	first = off >> lz->unit_bits;
 	last = (off + len - 1) >> lz->unit_bits;
+	if (ahead)
+		ra_follow(lz, first, last);
 	if (all_present(lz, first, last)) {
 		atomic_fetch_add_explicit(&c->hits, 1, memory_order_relaxed);
 		return 0;
@@ -321,16 +480,12 @@ int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len)
 		       atomic_load(&lz->state[v + 1]) == ABSENT)
 			v++;
 		/*
-		 * Read in order (the unit before is here): fetch ahead, so a
-		 * sequential reader pays one round trip per window, not per
-		 * unit. Only absent units are claimed, never past the end.
+		 * Read in order (the unit before is here): the window after
+		 * this run comes in the background while this one is read.
 		 */
-		if (v == last && u && atomic_load(&lz->state[u - 1]) == PRESENT)
-			while (v + 1 < lz->units &&
-			       ((v + 2 - u) << lz->unit_bits) <=
-			       KILN_LAZY_READAHEAD &&
-			       atomic_load(&lz->state[v + 1]) == ABSENT)
-				v++;
+		if (ahead && v == last && u &&
+		    atomic_load(&lz->state[u - 1]) == PRESENT)
+			ra_start(lz, v + 1);
 		for (uint64_t k = u; k <= v; k++)
 			atomic_store(&lz->state[k], FETCHING);
 		pthread_mutex_unlock(&lz->lock);
@@ -354,6 +509,11 @@ int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len)
 		atomic_fetch_add_explicit(&c->failures, 1,
 					  memory_order_relaxed);
 	return err;
+}
+
+int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len)
+{
+	return ensure(lz, off, len, true);
 }
 
 static uint64_t mono_ns(void)
@@ -388,7 +548,8 @@ int kiln_lazy_prefetch_all(struct kiln_lazy *lz, uint64_t rate,
 		if (atomic_load_explicit(&lz->state[u], memory_order_acquire) ==
 		    PRESENT)
 			continue;
-		err = kiln_lazy_ensure(lz, off, unit_end(lz, u) - off);
+		/* at its own rate: no readahead */
+		err = ensure(lz, off, unit_end(lz, u) - off, false);
 		if (err)
 			break;
 		sent += unit_end(lz, u) - off;
