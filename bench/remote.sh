@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Reading an image over HTTP: time, bytes fetched and requests sent (one
 # round trip each: kiln sends one at a time) for `kiln ls -R`, 50
-# random small files, the largest file and a full extract, each from a cold
-# cache, against downloading the whole image with curl. nginx and kiln run
-# in a network namespace of their own whose loopback gets `tc netem` (the
-# machine's own network is untouched); each shaping is one row block.
-# Usage: bench/remote.sh IMAGE [NETEM...]   (root; default shapings:
-#        "none" and "delay 10ms rate 100mbit", i.e. 20 ms RTT)
+# random small files, the largest file, a full read that writes nothing
+# (`kiln fsck`: every byte fetched and decoded) and a full extract, each
+# from a cold cache and again warm (the cache it filled), against
+# downloading the whole image with curl; then two readers sharing one
+# cold cache. nginx and kiln run in a network namespace of their own
+# whose loopback gets the shaping (the machine's own network is
+# untouched); each shaping is one row block. A shaping is tc's netem
+# words ("delay 10ms rate 100mbit"), or "rate R" alone, which takes tbf
+# where the kernel has no netem.
+# Usage: bench/remote.sh IMAGE [SHAPING...]   (root; default shapings:
+#        "none", "delay 10ms rate 100mbit" (20 ms RTT) and "rate 100mbit")
 # Results: bench/out/remote.txt
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -14,7 +19,7 @@ set -u
 [ $# -ge 1 ] || { echo "usage: $0 IMAGE [NETEM...]" >&2; exit 2; }
 IMAGE=$(realpath "$1")
 shift
-[ $# -gt 0 ] || set -- none "delay 10ms rate 100mbit"
+[ $# -gt 0 ] || set -- none "delay 10ms rate 100mbit" "rate 100mbit"
 have nginx || { echo "$0: nginx is missing" >&2; exit 1; }
 NS=kiln-bench-$$
 WORK=$(mktemp -d)
@@ -67,8 +72,9 @@ requests() {
 }
 
 # run NAME ARGS... (URL is the operand to swap): the local file, then HTTP
+# from an empty cache, then again from the cache that run filled
 run() {
-	local what=$1 t l a
+	local what=$1 t w l a f r
 	shift
 	rm -rf "$WORK/x" && mkdir -p "$WORK/x"
 	local=()
@@ -82,28 +88,53 @@ run() {
 	l=$(time_cmd "${local[@]}")
 	rm -rf "$WORK/c" "$WORK/x" && mkdir -p "$WORK/x"
 	t=$(time_cmd ns "$@")
-	printf '%-28s %8s s %8s s %14s bytes %6s requests\n' "$what" "$l" "$t" \
-		"$(fetched)" "$(requests)" | tee -a "$RES"
+	f=$(fetched) r=$(requests)
+	rm -rf "$WORK/x" && mkdir -p "$WORK/x"
+	w=$(time_cmd ns "$@")
+	printf '%-28s %8s s %8s s %8s s %14s bytes %6s requests\n' "$what" \
+		"$l" "$t" "$w" "$f" "$r" | tee -a "$RES"
+}
+
+# shape WORDS: netem, or tbf for "rate R" where netem is missing
+shape() {
+	ns tc qdisc del dev lo root 2>/dev/null
+	[ "$1" = none ] && return 0
+	# $1 is tc's own words: split on purpose
+	# shellcheck disable=SC2086
+	ns tc qdisc add dev lo root netem $1 2>/dev/null && return 0
+	case $1 in
+	"rate "*)
+		ns tc qdisc add dev lo root tbf rate "${1#rate }" \
+			burst 256kb latency 100ms ;;
+	*) return 1 ;;
+	esac
 }
 
 : > "$RES"
-for shape in "$@"; do
-	ns tc qdisc del dev lo root 2>/dev/null
-	# $shape is tc's own words: split on purpose
-	# shellcheck disable=SC2086
-	if [ "$shape" != none ] && ! ns tc qdisc add dev lo root netem $shape; then
-		echo "== netem: $shape: not available here (sch_netem), skipped" | tee -a "$RES"
+for shaping in "$@"; do
+	if ! shape "$shaping"; then
+		echo "== $shaping: not available here (no sch_netem), skipped" | tee -a "$RES"
 		continue
 	fi
-	echo "== $(basename "$IMAGE") ($(stat -c %s "$IMAGE") bytes), netem: $shape" | tee -a "$RES"
-	printf '%-28s %10s %10s %20s %15s\n' "" "local" "http" "fetched" "requests" | tee -a "$RES"
+	echo "== $(basename "$IMAGE") ($(stat -c %s "$IMAGE") bytes), shaping: $shaping" | tee -a "$RES"
+	printf '%-28s %10s %10s %10s %20s %15s\n' "" "local" "http cold" \
+		"http warm" "fetched (cold)" "requests" | tee -a "$RES"
 	O=(--cache-dir "$WORK/c")
 	run "kiln ls -R" "$KILN" ls -R "${O[@]}" "$URL"
 	# shellcheck disable=SC2086 # the names, one word each
 	[ -n "$small" ] &&
 		run "kiln cat (50 small files)" "$KILN" cat "${O[@]}" "$URL" $small
 	run "kiln cat (largest file)" "$KILN" cat "${O[@]}" "$URL" "$large"
+	run "kiln fsck (reads all)" "$KILN" fsck "${O[@]}" "$URL"
 	run "kiln extract (all)" "$KILN" extract "${O[@]}" "$URL" "$WORK/x"
 	t=$(time_cmd ns curl -sf -o /dev/null "$URL")
-	printf '%-28s %10s %8s s %14s bytes\n' "curl (whole image)" "" "$t" "$(stat -c %s "$IMAGE")" | tee -a "$RES"
+	printf '%-28s %10s %8s s %10s %14s bytes\n' "curl (whole image)" "" "$t" "" "$(stat -c %s "$IMAGE")" | tee -a "$RES"
+	# two readers at once on one cold cache: each unit fetched once
+	rm -rf "$WORK/c"
+	t=$(time_cmd ns sh -c '"$1" fsck --cache-dir "$2" "$3" & a=$!
+		"$1" fsck --cache-dir "$2" "$3"; b=$?; wait $a && [ $b = 0 ]' \
+		sh "$KILN" "$WORK/c" "$URL")
+	printf '%-28s %10s %8s s %10s %14s bytes %6s requests\n' \
+		"2x kiln fsck, one cache" "" "$t" "" "$(fetched)" \
+		"$(requests)" | tee -a "$RES"
 done
