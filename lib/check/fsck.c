@@ -508,6 +508,7 @@ out:
 static void check_dir(struct fsck *f, const struct fsck_frame *fr)
 {
 	unsigned int subdirs = 0, dots = 0, dotdots = 0;
+	size_t pushed;
 	const char *prev = NULL;
 	size_t prev_len = 0;
 	uint32_t nlink;
@@ -557,6 +558,7 @@ static void check_dir(struct fsck *f, const struct fsck_frame *fr)
 	if (dotdots != 1)
 		problem(f, fr->path, fr->nid, 0, "%u \"..\" entries", dotdots);
 
+	pushed = f->nr_frames;
 	for (size_t i = 0; i < f->dl.nr && !f->stop; i++) {
 		const struct kiln_dirlist_ent *e = &f->dl.ents[i];
 		const char *name = kiln_dirlist_name(&f->dl, i);
@@ -567,6 +569,17 @@ static void check_dir(struct fsck *f, const struct fsck_frame *fr)
 	}
 	if (f->stop)
 		return;
+	/*
+	 * The subdirectories come off the stack in name order: depth first
+	 * in the order builders (kiln's, mkfs.erofs's) lay the data out, so
+	 * the reads go forward through the image (readahead, remote too).
+	 */
+	for (size_t a = pushed, b = f->nr_frames; a + 1 < b; a++, b--) {
+		struct fsck_frame t = f->stack[a];
+
+		f->stack[a] = f->stack[b - 1];
+		f->stack[b - 1] = t;
+	}
 	idx = get_node(f, fr->nid, fr->path, &is_new);
 	if (idx < 0) {
 		call_failed(f, fr->path, fr->nid, (int)idx, "");
