@@ -276,6 +276,31 @@ static bool all_present(struct kiln_lazy *lz, uint64_t first, uint64_t last)
 }
 
 /*
+ * Units [@u, @v], claimed (FETCHING) under @lz->lock: fetch them with the
+ * lock released, then make them PRESENT, or ABSENT again with the failure
+ * recorded for the threads that wait on them, and wake those threads.
+ */
+static int fetch_claimed(struct kiln_lazy *lz, uint64_t u, uint64_t v)
+{
+	int err;
+
+	for (uint64_t k = u; k <= v; k++)
+		atomic_store(&lz->state[k], FETCHING);
+	pthread_mutex_unlock(&lz->lock);
+	err = fetch_run(lz, u, v);
+	pthread_mutex_lock(&lz->lock);
+	for (uint64_t k = u; k <= v; k++)
+		atomic_store_explicit(&lz->state[k], err ? ABSENT : PRESENT,
+				      memory_order_release);
+	if (err) {
+		lz->fail_gen++;
+		lz->last_err = err;
+	}
+	pthread_cond_broadcast(&lz->cond);
+	return err;
+}
+
+/*
  * Fetch the absent units of [@first, @last], in runs, claimed one run at
  * a time (under @lz->lock, released while fetching); units another
  * thread fetches are left to it. Stops at the first failure.
@@ -298,20 +323,7 @@ static int fetch_absent(struct kiln_lazy *lz, uint64_t first, uint64_t last,
 		while (v < last && v - u + 1 < max_units &&
 		       atomic_load(&lz->state[v + 1]) == ABSENT)
 			v++;
-		for (uint64_t k = u; k <= v; k++)
-			atomic_store(&lz->state[k], FETCHING);
-		pthread_mutex_unlock(&lz->lock);
-		err = fetch_run(lz, u, v);
-		pthread_mutex_lock(&lz->lock);
-		for (uint64_t k = u; k <= v; k++)
-			atomic_store_explicit(&lz->state[k],
-					      err ? ABSENT : PRESENT,
-					      memory_order_release);
-		if (err) {
-			lz->fail_gen++;
-			lz->last_err = err;
-		}
-		pthread_cond_broadcast(&lz->cond);
+		err = fetch_claimed(lz, u, v);
 		u = v + 1;
 	}
 	return err;
@@ -486,20 +498,7 @@ static int ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len,
 		if (ahead && v == last && u &&
 		    atomic_load(&lz->state[u - 1]) == PRESENT)
 			ra_start(lz, v + 1);
-		for (uint64_t k = u; k <= v; k++)
-			atomic_store(&lz->state[k], FETCHING);
-		pthread_mutex_unlock(&lz->lock);
-		err = fetch_run(lz, u, v);
-		pthread_mutex_lock(&lz->lock);
-		for (uint64_t k = u; k <= v; k++)
-			atomic_store_explicit(&lz->state[k],
-					      err ? ABSENT : PRESENT,
-					      memory_order_release);
-		if (err) {
-			lz->fail_gen++;
-			lz->last_err = err;
-		}
-		pthread_cond_broadcast(&lz->cond);
+		err = fetch_claimed(lz, u, v);
 		if (err)
 			break;
 	}
