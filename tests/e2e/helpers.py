@@ -311,6 +311,29 @@ def wait_fuse_mount(proc, mnt, tries=100):
         time.sleep(0.1)
 
 
+def is_mounted(mnt):
+    mnt = os.path.realpath(mnt)
+    with open("/proc/self/mountinfo", "rb") as f:
+        for line in f:
+            fields = line.split(b" ")
+            mp = fields[4].decode("unicode_escape").encode("latin-1")
+            if os.fsdecode(mp) == mnt:
+                return True
+    return False
+
+
+def force_unmount(mnt):
+    """Unmount @mnt whatever state its server is in: fusermount3 -u, then
+    a lazy unmount."""
+    if not is_mounted(mnt):
+        return
+    for argv in (["fusermount3", "-u", mnt], ["fusermount3", "-uz", mnt],
+                 ["umount", "-l", mnt]):
+        subprocess.run(argv, capture_output=True)
+        if not is_mounted(mnt):
+            return
+
+
 @contextlib.contextmanager
 def tmpfs_mount(directory, size):
     """Mount a tmpfs of @size (e.g. "2M") on a new @directory; yields it,

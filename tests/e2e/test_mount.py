@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from helpers import (SLOW, assert_same, check_sanitizer, diff_snapshots,
-                     have, kernel_mount, snapshot, tree_compare)
+                     force_unmount, have, is_mounted, kernel_mount,
+                     snapshot, tree_compare)
 
 pytestmark = pytest.mark.sanitize
 
@@ -49,29 +50,6 @@ def need_fuse():
     why = fuse_unavailable()
     if why:
         pytest.skip(why)
-
-
-def is_mounted(mnt):
-    mnt = os.path.realpath(mnt)
-    with open("/proc/self/mountinfo", "rb") as f:
-        for line in f:
-            fields = line.split(b" ")
-            mp = fields[4].decode("unicode_escape").encode("latin-1")
-            if os.fsdecode(mp) == mnt:
-                return True
-    return False
-
-
-def force_unmount(mnt):
-    """Unmount @mnt whatever state its server is in: fusermount3 -u, then
-    a lazy unmount."""
-    if not is_mounted(mnt):
-        return
-    for argv in (["fusermount3", "-u", mnt], ["fusermount3", "-uz", mnt],
-                 ["umount", "-l", mnt]):
-        subprocess.run(argv, capture_output=True)
-        if not is_mounted(mnt):
-            return
 
 
 class Mount:

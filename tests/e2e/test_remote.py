@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import have, tree_compare, wait_fuse_mount
+from helpers import force_unmount, have, tree_compare, wait_fuse_mount
 
 pytestmark = [pytest.mark.skipif(not have("nginx"),
                                  reason="nginx not installed "
@@ -784,19 +784,8 @@ def test_replaced_file_on_nginx_is_never_mixed_with_the_cache(
         target.unlink()
 
 
-def lazy_unmount(mnt):
-    """Unmount @mnt whatever its server's state (a killed FUSE server
-    leaves 'Transport endpoint is not connected')."""
-    for argv in (["fusermount3", "-u", str(mnt)],
-                 ["fusermount3", "-uz", str(mnt)],
-                 ["umount", "-l", str(mnt)]):
-        if not os.path.ismount(mnt):
-            return
-        subprocess.run(argv, capture_output=True)
-
-
 def stop_mount(p, mnt):
-    lazy_unmount(mnt)
+    force_unmount(str(mnt))
     try:
         return p.communicate(timeout=20)[1]
     except subprocess.TimeoutExpired:
