@@ -131,6 +131,8 @@ for shaping in "$@"; do
 	printf '%-28s %10s %8s s %10s %14s bytes\n' "curl (whole image)" "" "$t" "" "$(stat -c %s "$IMAGE")" | tee -a "$RES"
 	# two readers at once on one cold cache: each unit fetched once
 	rm -rf "$WORK/c"
+	# the inner shell expands its own arguments
+	# shellcheck disable=SC2016
 	t=$(time_cmd ns sh -c '"$1" fsck --cache-dir "$2" "$3" & a=$!
 		"$1" fsck --cache-dir "$2" "$3"; b=$?; wait $a && [ $b = 0 ]' \
 		sh "$KILN" "$WORK/c" "$URL")
