@@ -118,10 +118,14 @@ static void index_free(struct frag_index *ix)
  * time all build long, and a freed piece leaves the process at once
  * instead of staying in the heap.
  */
+/*
+ * Pieces fill from start to end, so every page gets written: map them
+ * populated, one call rather than a page fault every 4 KiB.
+ */
 static uint8_t *piece_alloc(size_t len)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 
 	return p == MAP_FAILED ? NULL : p;
 }
