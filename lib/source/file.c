@@ -99,9 +99,3 @@ int kiln_source_open_fd(struct kiln_source **out, int fd,
 	*out = &fs->base;
 	return 0;
 }
-
-void kiln_source_close(struct kiln_source *src)
-{
-	if (src)
-		src->ops->close(src);
-}

@@ -6,7 +6,9 @@
  * bounded retries with jittered exponential backoff honouring Retry-After,
  * and mirror URLs tried in turn. An s3:// URL is its http(s) URL with
  * each request signed (s3.c); a refusal (401, 403) reads the credentials
- * again and tries once more.
+ * again and tries once more. A batch of ranges goes out together on a
+ * multi handle (HTTP/2 streams on one connection when offered); what
+ * fails there is retried one range at a time.
  */
 #include <ctype.h>
 #include <curl/curl.h>
@@ -32,6 +34,7 @@
 #define DEF_RETRIES	4u
 #define BACKOFF_BASE_MS	100u
 #define BACKOFF_MAX_MS	5000u
+#define MULTI_MAX	8u	/* ranges in flight at once */
 
 /* One URL of the image and the identity it showed when first probed. */
 struct http_url {
@@ -60,6 +63,8 @@ struct http_source {
 	unsigned int retries;
 	pthread_mutex_t lock;	/* guards @idle */
 	struct http_handle *idle;
+	pthread_mutex_t multi_lock;	/* guards @multi, held for a batch */
+	CURLM *multi;		/* batches of ranges (NULL: none) */
 	atomic_bool changed;	/* the object was replaced: every read fails */
 	atomic_uint_fast64_t rng;
 	bool has_s3;		/* @s3 is set up */
@@ -185,39 +190,41 @@ static void s3_reason(const struct kiln_http_reply *x, char *why,
 		snprintf(why + n, why_cap - n, " (%s)", code);
 }
 
-/*
- * One GET of [@off, @off + @len) from URL @u into @dst (may be NULL with
- * @len 0 for a probe of bytes 0..@len-1 of unknown total: see
- * probe()). @budget_ms caps the request. Sets *@why on failure.
- */
-static enum kiln_http_outcome request_once(struct http_source *hs,
-					   struct http_url *u,
-					   struct kiln_http_reply *x,
-					   uint64_t off, size_t len, bool pin,
-					   uint64_t budget_ms, char *why,
-					   size_t why_cap)
-{
-	char range[64], errbuf[CURL_ERROR_SIZE] = "", cond[300], rhdr[80];
-	enum kiln_http_outcome o;
-	struct curl_slist *hdrs = NULL;
+/* One request being made: its handle and what must outlive the transfer. */
+struct http_req {
 	struct http_handle *h;
-	CURL *c = handle_get(hs, &h);
-	CURLcode rc;
+	CURL *c;
+	struct curl_slist *hdrs;
+	char errbuf[CURL_ERROR_SIZE];
+};
 
-	if (!c) {
-		snprintf(why, why_cap, "out of memory");
-		return KILN_HTTP_RETRY;
-	}
+/*
+ * Set up a GET of [@off, @off + @len) from URL @u into reply @x on a
+ * pooled handle (@len bytes from 0 of unknown total for a probe: see
+ * probe()). @budget_ms caps the request. 0, or -ENOMEM with nothing held.
+ */
+static int req_prepare(struct http_source *hs, struct http_url *u,
+		       struct kiln_http_reply *x, uint64_t off, size_t len,
+		       bool pin, uint64_t budget_ms, struct http_req *r)
+{
+	char range[64], cond[300], rhdr[80];
+	CURL *c = handle_get(hs, &r->h);
+
+	r->hdrs = NULL;
+	r->errbuf[0] = '\0';
+	r->c = c;
+	if (!c)
+		return -ENOMEM;
 	kiln_http_reply_reset(x);
 	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, off,
 		 off + len - 1);
 	if (pin && kiln_http_etag_strong(u->etag)) {
 		snprintf(cond, sizeof(cond), "If-Match: %s", u->etag);
-		hdrs = curl_slist_append(hdrs, cond);
+		r->hdrs = curl_slist_append(r->hdrs, cond);
 	} else if (pin && u->last_modified[0]) {
 		snprintf(cond, sizeof(cond), "If-Unmodified-Since: %s",
 			 u->last_modified);
-		hdrs = curl_slist_append(hdrs, cond);
+		r->hdrs = curl_slist_append(r->hdrs, cond);
 	}
 	curl_easy_reset(c);
 	if (u->s3) {
@@ -225,19 +232,18 @@ static enum kiln_http_outcome request_once(struct http_source *hs,
 
 		/* a header, not CURLOPT_RANGE, so that the signature covers it */
 		snprintf(rhdr, sizeof(rhdr), "Range: bytes=%s", range);
-		t = curl_slist_append(hdrs, rhdr);
+		t = curl_slist_append(r->hdrs, rhdr);
 		if (!t || kiln_s3_sign(&hs->s3, c, &t, NULL, NULL)) {
-			curl_slist_free_all(t ? t : hdrs);
-			handle_put(hs, h);
-			snprintf(why, why_cap, "out of memory");
-			return KILN_HTTP_RETRY;
+			curl_slist_free_all(t ? t : r->hdrs);
+			handle_put(hs, r->h);
+			return -ENOMEM;
 		}
-		hdrs = t;
+		r->hdrs = t;
 	} else {
 		curl_easy_setopt(c, CURLOPT_RANGE, range);
 	}
 	curl_easy_setopt(c, CURLOPT_URL, u->url);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, r->hdrs);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
@@ -258,7 +264,7 @@ static enum kiln_http_outcome request_once(struct http_source *hs,
 			 (hs->flags & KILN_REMOTE_INSECURE) ? 0L : 2L);
 	if (hs->ca_file)
 		curl_easy_setopt(c, CURLOPT_CAINFO, hs->ca_file);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, r->errbuf);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, kiln_http_on_header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, kiln_http_on_body);
@@ -269,11 +275,25 @@ static enum kiln_http_outcome request_once(struct http_source *hs,
 	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
 	atomic_fetch_add_explicit(&hs->base.count.requests, 1,
 				  memory_order_relaxed);
-	rc = curl_easy_perform(c);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
-	curl_slist_free_all(hdrs);
-	handle_put(hs, h);
+	return 0;
+}
+
+/*
+ * Request @r is over with curl's result @rc: give its handle back and
+ * judge the reply @x. Sets *@why on failure.
+ */
+static enum kiln_http_outcome req_conclude(struct http_source *hs,
+					   struct http_url *u,
+					   struct kiln_http_reply *x,
+					   struct http_req *r, CURLcode rc,
+					   char *why, size_t why_cap)
+{
+	enum kiln_http_outcome o;
+
+	curl_easy_setopt(r->c, CURLOPT_ERRORBUFFER, NULL);
+	curl_easy_setopt(r->c, CURLOPT_HTTPHEADER, NULL);
+	curl_slist_free_all(r->hdrs);
+	handle_put(hs, r->h);
 
 	if (rc == CURLE_WRITE_ERROR && x->overflow) {
 		if (x->status == 200) {
@@ -285,7 +305,7 @@ static enum kiln_http_outcome request_once(struct http_source *hs,
 		return KILN_HTTP_RETRY;
 	}
 	if (rc != CURLE_OK) {
-		snprintf(why, why_cap, "%s", errbuf[0] ? errbuf :
+		snprintf(why, why_cap, "%s", r->errbuf[0] ? r->errbuf :
 			 curl_easy_strerror(rc));
 		switch (rc) {
 		case CURLE_PEER_FAILED_VERIFICATION:
@@ -303,6 +323,24 @@ static enum kiln_http_outcome request_once(struct http_source *hs,
 	if (o == KILN_HTTP_URL_FAILED && u->s3)
 		s3_reason(x, why, why_cap);
 	return o;
+}
+
+/* One GET, made here and now: req_prepare(), perform, req_conclude(). */
+static enum kiln_http_outcome request_once(struct http_source *hs,
+					   struct http_url *u,
+					   struct kiln_http_reply *x,
+					   uint64_t off, size_t len, bool pin,
+					   uint64_t budget_ms, char *why,
+					   size_t why_cap)
+{
+	struct http_req r;
+
+	if (req_prepare(hs, u, x, off, len, pin, budget_ms, &r)) {
+		snprintf(why, why_cap, "out of memory");
+		return KILN_HTTP_RETRY;
+	}
+	return req_conclude(hs, u, x, &r, curl_easy_perform(r.c), why,
+			    why_cap);
 }
 
 /*
@@ -414,12 +452,15 @@ static bool all_dead(const struct http_source *hs)
 	return true;
 }
 
-static int http_fetch(struct kiln_source *src, void *dst, size_t len,
-		      uint64_t off)
+/*
+ * Bytes [@off, @off + @len) into @dst by @deadline, @tries made already:
+ * retried, and served by the next URL when one fails for good.
+ */
+static int fetch_until(struct http_source *hs, void *dst, size_t len,
+		       uint64_t off, uint64_t deadline, unsigned int tries)
 {
-	struct http_source *hs = (struct http_source *)src;
-	uint64_t start = now_ms(), deadline = start + (uint64_t)hs->read_ms;
-	unsigned int tries = 0, k = atomic_load(&hs->current);
+	struct kiln_source *src = &hs->base;
+	unsigned int k = atomic_load(&hs->current);
 	char why[512] = "";
 
 	if (atomic_load(&hs->changed))
@@ -519,10 +560,150 @@ changed:
 	return -ESTALE;
 }
 
+static int http_fetch(struct kiln_source *src, void *dst, size_t len,
+		      uint64_t off)
+{
+	struct http_source *hs = (struct http_source *)src;
+
+	return fetch_until(hs, dst, len, off,
+			   now_ms() + (uint64_t)hs->read_ms, 0);
+}
+
+/*
+ * Ranges @f[0..@n) (at most MULTI_MAX) on URL @u, all in flight at once
+ * on one multi handle (one HTTP/2 connection when the server offers it,
+ * else a connection each, kept alive for the next batch). A range that
+ * fails here is left with @f[i].err = 1 for the caller to retry.
+ */
+static void fetch_together(struct http_source *hs, struct http_url *u,
+			   CURLM *m, struct kiln_fetch *f, unsigned int n,
+			   uint64_t deadline)
+{
+	struct kiln_http_reply x[MULTI_MAX];
+	struct http_req r[MULTI_MAX];
+	CURLcode rc[MULTI_MAX];
+	bool added[MULTI_MAX] = { false };
+	int running = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		uint64_t now = now_ms();
+
+		f[i].err = 1;
+		rc[i] = CURLE_ABORTED_BY_CALLBACK;	/* until it is done */
+		x[i] = (struct kiln_http_reply){ .dst = f[i].dst,
+						 .cap = f[i].len };
+		if (now >= deadline ||
+		    req_prepare(hs, u, &x[i], f[i].off, f[i].len, true,
+				deadline - now, &r[i]))
+			continue;
+		/* wait for a connection that can carry several streams */
+		curl_easy_setopt(r[i].c, CURLOPT_PIPEWAIT, 1L);
+		if (curl_multi_add_handle(m, r[i].c) != CURLM_OK) {
+			req_conclude(hs, u, &x[i], &r[i], CURLE_FAILED_INIT,
+				     (char[8]){ 0 }, 8);
+			continue;
+		}
+		added[i] = true;
+	}
+	do {
+		CURLMsg *msg;
+		int left;
+
+		if (curl_multi_perform(m, &running) != CURLM_OK)
+			break;
+		while ((msg = curl_multi_info_read(m, &left)))
+			for (unsigned int i = 0; i < n; i++)
+				if (added[i] && msg->msg == CURLMSG_DONE &&
+				    msg->easy_handle == r[i].c)
+					rc[i] = msg->data.result;
+		if (running && curl_multi_poll(m, NULL, 0, 100, NULL) !=
+			       CURLM_OK)
+			break;
+	} while (running && !atomic_load(&hs->base.cancelled));
+	for (unsigned int i = 0; i < n; i++) {
+		char why[512] = "";
+		enum kiln_http_outcome o;
+
+		if (!added[i])
+			continue;
+		curl_multi_remove_handle(m, r[i].c);
+		o = req_conclude(hs, u, &x[i], &r[i], rc[i], why, sizeof(why));
+		if (o == KILN_HTTP_DONE)
+			o = kiln_http_check_reply(u->etag, u->last_modified,
+						  &x[i], f[i].off, f[i].len,
+						  hs->base.size, why,
+						  sizeof(why));
+		if (o == KILN_HTTP_DONE) {
+			f[i].err = 0;
+			atomic_fetch_add_explicit(&hs->base.count.bytes_fetched,
+						  f[i].len,
+						  memory_order_relaxed);
+		} else if (!atomic_load(&hs->base.cancelled)) {
+			kiln_log(hs->base.lg, KILN_LOG_WARN,
+				 "bytes %" PRIu64 "-%" PRIu64 ": %s; retrying",
+				 f[i].off, f[i].off + f[i].len - 1, why);
+		}
+	}
+}
+
+/* A multi handle that carries several transfers on one HTTP/2 connection. */
+static CURLM *multi_new(void)
+{
+	CURLM *m = curl_multi_init();
+
+	if (m)
+		curl_multi_setopt(m, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+	return m;
+}
+
+static int http_fetch_many(struct kiln_source *src, struct kiln_fetch *f,
+			   unsigned int n)
+{
+	struct http_source *hs = (struct http_source *)src;
+	uint64_t deadline = now_ms() + (uint64_t)hs->read_ms;
+	struct http_url *u = &hs->urls[atomic_load(&hs->current) %
+				       hs->nr_urls];
+	CURLM *m = NULL;
+	bool own = false;
+	int first = 0;
+
+	for (unsigned int i = 0; i < n; i++)
+		f[i].err = 1;		/* not yet fetched */
+	if (!atomic_load(&hs->changed) && u->probed && !u->dead) {
+		/* a second batch at the same time gets a multi handle of its own */
+		if (!pthread_mutex_trylock(&hs->multi_lock)) {
+			m = hs->multi;
+			own = true;
+		} else {
+			m = multi_new();
+		}
+	}
+	for (unsigned int i = 0; m && i < n; i += MULTI_MAX)
+		fetch_together(hs, u, m, f + i, KILN_MIN(n - i, MULTI_MAX),
+			       deadline);
+	if (own)
+		pthread_mutex_unlock(&hs->multi_lock);
+	else if (m)
+		curl_multi_cleanup(m);
+	/* what failed together is tried alone, with the usual retries */
+	for (unsigned int i = 0; i < n; i++) {
+		if (f[i].err)
+			f[i].err = fetch_until(hs, f[i].dst, f[i].len,
+					       f[i].off, deadline, m ? 1 : 0);
+		if (f[i].err && !first)
+			first = f[i].err;
+	}
+	return first;
+}
+
 static void http_close(struct kiln_source *src)
 {
 	struct http_source *hs = (struct http_source *)src;
 
+	/* first: its connections, which the easy handles no longer use */
+	if (hs->multi)
+		curl_multi_cleanup(hs->multi);
+	pthread_mutex_destroy(&hs->multi_lock);
 	while (hs->idle) {
 		struct http_handle *h = hs->idle;
 
@@ -545,6 +726,7 @@ static void http_close(struct kiln_source *src)
 
 static const struct kiln_source_ops http_ops = {
 	.fetch = http_fetch,
+	.fetch_many = http_fetch_many,
 	.close = http_close,
 };
 
@@ -656,6 +838,8 @@ int kiln_source_open_http(struct kiln_source **out, const char *url,
 	hs->base.ops = &http_ops;
 	hs->base.lg = lg;
 	pthread_mutex_init(&hs->lock, NULL);
+	pthread_mutex_init(&hs->multi_lock, NULL);
+	hs->multi = multi_new();
 	atomic_init(&hs->rng, (uint64_t)now_ms() * 0x9E3779B97F4A7C15ull | 1);
 	err = http_setup(hs, url, o);
 	if (!err && !(hs->base.head = malloc(head_want)))

@@ -31,6 +31,7 @@
 enum { ABSENT = 0, FETCHING = 1, PRESENT = 2 };
 
 #define RA_STREAMS	4	/* sequential readers followed at once */
+#define LAZY_BATCH	4	/* runs fetched together, at most */
 
 struct kiln_lazy {
 	struct kiln_source *src;
@@ -217,53 +218,100 @@ const uint8_t *kiln_lazy_map(const struct kiln_lazy *lz)
 	return lz->map;
 }
 
-/*
- * Units [@u, @v] (claimed by this thread) into the view: those the cache
- * holds from it, the rest fetched in runs and kept in the cache.
- */
-static int fetch_run(struct kiln_lazy *lz, uint64_t u, uint64_t v)
+/* Units [@u, @v] claimed by this thread; @err how fetching them went. */
+struct run {
+	uint64_t u, v;
+	int err;
+};
+
+static size_t run_len(const struct kiln_lazy *lz, const struct run *r)
 {
-	uint64_t off = u << lz->unit_bits, end = unit_end(lz, v);
-	size_t len = (size_t)(end - off);
-	uint8_t *buf = malloc(len);
-	bool *have = calloc((size_t)(v - u + 1), sizeof(*have));
-	int err = 0;
+	return (size_t)(unit_end(lz, r->v) - (r->u << lz->unit_bits));
+}
 
-	if (!buf || !have) {
-		free(buf);
-		free(have);
-		return -ENOMEM;
+/*
+ * Runs @r[0..@n) (claimed by this thread) into the view: the units the
+ * cache holds from it, the rest fetched, every gap of every run in one
+ * batch (several requests in flight), and kept in the cache.
+ */
+static int fetch_runs(struct kiln_lazy *lz, struct run *r, unsigned int n)
+{
+	uint8_t *buf[LAZY_BATCH] = { NULL };
+	struct kiln_fetch *f;
+	unsigned int *owner, nf = 0;
+	uint64_t units = 0;
+	bool *have;
+	int first = 0;
+
+	for (unsigned int i = 0; i < n; i++)
+		units += r[i].v - r[i].u + 1;
+	f = calloc((size_t)units, sizeof(*f));
+	owner = calloc((size_t)units, sizeof(*owner));
+	have = calloc((size_t)units, sizeof(*have));
+	for (unsigned int i = 0, base = 0; i < n; i++) {
+		uint64_t off = r[i].u << lz->unit_bits;
+		bool *h = have + base;
+
+		base += (unsigned int)(r[i].v - r[i].u + 1);
+		r[i].err = f && owner && have &&
+			   (buf[i] = malloc(run_len(lz, &r[i]))) ? 0 : -ENOMEM;
+		if (r[i].err)
+			continue;
+		for (uint64_t k = r[i].u; lz->cache && k <= r[i].v; k++)
+			h[k - r[i].u] = kiln_cache_load(lz->cache, k, buf[i] +
+							((k << lz->unit_bits) - off),
+							(size_t)(unit_end(lz, k) -
+								 (k << lz->unit_bits)));
+		/* the gaps between the units the cache held */
+		for (uint64_t a = r[i].u; a <= r[i].v; ) {
+			uint64_t b = a, s;
+
+			if (h[a - r[i].u]) {
+				a++;
+				continue;
+			}
+			while (b < r[i].v && !h[b + 1 - r[i].u])
+				b++;
+			s = a << lz->unit_bits;
+			f[nf] = (struct kiln_fetch){
+				.dst = buf[i] + (s - off),
+				.len = (size_t)(unit_end(lz, b) - s),
+				.off = s };
+			owner[nf++] = i;
+			a = b + 1;
+		}
 	}
-	for (uint64_t k = u; lz->cache && k <= v; k++)
-		have[k - u] = kiln_cache_load(lz->cache, k, buf +
-					      ((k - u) << lz->unit_bits),
-					      (size_t)(unit_end(lz, k) -
-						       (k << lz->unit_bits)));
-	for (uint64_t a = u; !err && a <= v; ) {
-		uint64_t b = a, s, e;
+	if (nf)
+		kiln_source_fetch_many(lz->src, f, nf);
+	for (unsigned int k = 0; k < nf; k++) {
+		struct run *o = &r[owner[k]];
 
-		if (have[a - u]) {
-			a++;
+		if (f[k].err) {
+			if (!o->err)
+				o->err = f[k].err;
 			continue;
 		}
-		while (b < v && !have[b + 1 - u])
-			b++;
-		s = a << lz->unit_bits;
-		e = unit_end(lz, b);
-		err = lz->src->ops->fetch(lz->src, buf + (s - off),
-					  (size_t)(e - s), s);
-		for (uint64_t k = a; !err && lz->cache && k <= b; k++)
-			kiln_cache_store(lz->cache, k, buf +
-					 ((k - u) << lz->unit_bits),
-					 (size_t)(unit_end(lz, k) -
-						  (k << lz->unit_bits)));
-		a = b + 1;
+		/* kept even when another gap of the run failed */
+		for (uint64_t u = f[k].off >> lz->unit_bits;
+		     lz->cache && (u << lz->unit_bits) < f[k].off + f[k].len;
+		     u++)
+			kiln_cache_store(lz->cache, u, (const uint8_t *)f[k].dst +
+					 ((u << lz->unit_bits) - f[k].off),
+					 (size_t)(unit_end(lz, u) -
+						  (u << lz->unit_bits)));
 	}
-	if (!err)
-		err = store(lz, buf, len, off);
+	for (unsigned int i = 0; i < n; i++) {
+		if (!r[i].err)
+			r[i].err = store(lz, buf[i], run_len(lz, &r[i]),
+					 r[i].u << lz->unit_bits);
+		if (r[i].err && !first)
+			first = r[i].err;
+		free(buf[i]);
+	}
 	free(have);
-	free(buf);
-	return err;
+	free(owner);
+	free(f);
+	return first;
 }
 
 static bool all_present(struct kiln_lazy *lz, uint64_t first, uint64_t last)
@@ -276,76 +324,100 @@ static bool all_present(struct kiln_lazy *lz, uint64_t first, uint64_t last)
 }
 
 /*
- * Units [@u, @v], claimed (FETCHING) under @lz->lock: fetch them with the
- * lock released, then make them PRESENT, or ABSENT again with the failure
- * recorded for the threads that wait on them, and wake those threads.
+ * Runs @r[0..@n) of absent units, claimed under @lz->lock: fetch them
+ * with the lock released, then make each PRESENT, or ABSENT again with
+ * its failure recorded for the threads that wait on it, and wake those
+ * threads. Returns the first error.
  */
-static int fetch_claimed(struct kiln_lazy *lz, uint64_t u, uint64_t v)
+static int fetch_claimed_many(struct kiln_lazy *lz, struct run *r,
+			      unsigned int n)
 {
 	int err;
 
-	for (uint64_t k = u; k <= v; k++)
-		atomic_store(&lz->state[k], FETCHING);
+	for (unsigned int i = 0; i < n; i++)
+		for (uint64_t k = r[i].u; k <= r[i].v; k++)
+			atomic_store(&lz->state[k], FETCHING);
 	pthread_mutex_unlock(&lz->lock);
-	err = fetch_run(lz, u, v);
+	err = fetch_runs(lz, r, n);
 	pthread_mutex_lock(&lz->lock);
-	for (uint64_t k = u; k <= v; k++)
-		atomic_store_explicit(&lz->state[k], err ? ABSENT : PRESENT,
-				      memory_order_release);
-	if (err) {
-		lz->fail_gen++;
-		lz->last_err = err;
+	for (unsigned int i = 0; i < n; i++) {
+		for (uint64_t k = r[i].u; k <= r[i].v; k++)
+			atomic_store_explicit(&lz->state[k],
+					      r[i].err ? ABSENT : PRESENT,
+					      memory_order_release);
+		if (r[i].err) {
+			lz->fail_gen++;
+			lz->last_err = r[i].err;
+		}
 	}
 	pthread_cond_broadcast(&lz->cond);
 	return err;
 }
 
-/*
- * Fetch the absent units of [@first, @last], in runs, claimed one run at
- * a time (under @lz->lock, released while fetching); units another
- * thread fetches are left to it. Stops at the first failure.
- */
-static int fetch_absent(struct kiln_lazy *lz, uint64_t first, uint64_t last,
-			const bool *stop)
+static int fetch_claimed(struct kiln_lazy *lz, uint64_t u, uint64_t v)
 {
-	uint64_t max_units = KILN_LAZY_MAX_RUN >> lz->unit_bits;
-	int err = 0;
+	struct run r = { .u = u, .v = v };
 
-	if (!max_units)
-		max_units = 1;
-	for (uint64_t u = first; u <= last && !err && !*stop; ) {
-		uint64_t v = u;
+	return fetch_claimed_many(lz, &r, 1);
+}
 
-		if (atomic_load(&lz->state[u]) != ABSENT) {
-			u++;
-			continue;
-		}
-		while (v < last && v - u + 1 < max_units &&
-		       atomic_load(&lz->state[v + 1]) == ABSENT)
-			v++;
-		err = fetch_claimed(lz, u, v);
-		u = v + 1;
+/*
+ * The run of absent units from the first absent one in [*@first, @last],
+ * at most @max units (0: none absent); *@first moves past it.
+ */
+static bool next_absent(struct kiln_lazy *lz, uint64_t *first, uint64_t last,
+			uint64_t max, struct run *r)
+{
+	uint64_t u = *first, v;
+
+	while (u <= last && atomic_load(&lz->state[u]) != ABSENT)
+		u++;
+	if (u > last) {
+		*first = u;
+		return false;
 	}
-	return err;
+	v = u;
+	while (v < last && v - u + 1 < max &&
+	       atomic_load(&lz->state[v + 1]) == ABSENT)
+		v++;
+	*r = (struct run){ .u = u, .v = v };
+	*first = v + 1;
+	return true;
 }
 
 static void *ra_thread(void *arg)
 {
 	struct kiln_lazy *lz = arg;
+	uint64_t max = KILN_LAZY_MAX_RUN >> lz->unit_bits;
 
+	if (!max)
+		max = 1;
 	pthread_mutex_lock(&lz->lock);
 	for (;;) {
-		uint64_t first, last;
+		struct { uint64_t first, last; } w[RA_STREAMS];
+		unsigned int nw;
 
 		while (!lz->ra_stop && !lz->ra_nq)
 			pthread_cond_wait(&lz->ra_cond, &lz->lock);
 		if (lz->ra_stop)
 			break;
-		first = lz->ra_q[0].first;
-		last = lz->ra_q[0].last;
-		memmove(lz->ra_q, lz->ra_q + 1, --lz->ra_nq * sizeof(lz->ra_q[0]));
-		/* a failure is the waiting readers' to report */
-		fetch_absent(lz, first, last, &lz->ra_stop);
+		/* every queued window at once: the streams' requests overlap */
+		nw = lz->ra_nq;
+		memcpy(w, lz->ra_q, nw * sizeof(w[0]));
+		lz->ra_nq = 0;
+		for (;;) {
+			struct run r[RA_STREAMS];
+			unsigned int n = 0;
+
+			for (unsigned int i = 0; i < nw; i++)
+				if (next_absent(lz, &w[i].first, w[i].last,
+						max, &r[n]))
+					n++;
+			if (!n || lz->ra_stop)
+				break;
+			/* a failure is the waiting readers' to report */
+			fetch_claimed_many(lz, r, n);
+		}
 	}
 	pthread_mutex_unlock(&lz->lock);
 	return NULL;
@@ -439,8 +511,7 @@ static void widen_hot(const struct kiln_lazy *lz, uint64_t off,
 		*last = (e - 1) >> lz->unit_bits;
 }
 
-static int ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len,
-		  bool ahead)
+int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len)
 {
 	struct kiln_source_counters *c = &lz->src->count;
 	uint64_t first, last, max_units;
@@ -450,8 +521,7 @@ static int ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len,
 		return 0;
 	first = off >> lz->unit_bits;
 	last = (off + len - 1) >> lz->unit_bits;
-	if (ahead)
-		ra_follow(lz, first, last);
+	ra_follow(lz, first, last);
 	if (all_present(lz, first, last)) {
 		atomic_fetch_add_explicit(&c->hits, 1, memory_order_relaxed);
 		return 0;
@@ -495,7 +565,7 @@ static int ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len,
 		 * Read in order (the unit before is here): the window after
 		 * this run comes in the background while this one is read.
 		 */
-		if (ahead && v == last && u &&
+		if (v == last && u &&
 		    atomic_load(&lz->state[u - 1]) == PRESENT)
 			ra_start(lz, v + 1);
 		err = fetch_claimed(lz, u, v);
@@ -508,11 +578,6 @@ static int ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len,
 		atomic_fetch_add_explicit(&c->failures, 1,
 					  memory_order_relaxed);
 	return err;
-}
-
-int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len)
-{
-	return ensure(lz, off, len, true);
 }
 
 static uint64_t mono_ns(void)
@@ -535,23 +600,40 @@ static void nap_ns(uint64_t ns)
 int kiln_lazy_prefetch_all(struct kiln_lazy *lz, uint64_t rate,
 			   const atomic_bool *stop)
 {
-	uint64_t start = mono_ns(), sent = 0;
+	uint64_t start = mono_ns(), sent = 0, next = 0;
+	uint64_t max = KILN_LAZY_MAX_RUN >> lz->unit_bits;
+	/* a batch: about a quarter of a second at @rate, in LAZY_BATCH runs */
+	uint64_t per = (rate / 4 / LAZY_BATCH) >> lz->unit_bits;
 	int err = 0;
 
-	for (uint64_t u = 0; u < lz->units && !atomic_load(stop); u++) {
-		uint64_t off = u << lz->unit_bits, due;
+	per = KILN_MAX(KILN_MIN(per, max), (uint64_t)1);
+	while (!atomic_load(stop)) {
+		struct run r[LAZY_BATCH];
+		unsigned int n = 0;
+		uint64_t due;
 
 		/* demand reads first: wait while any is waiting for units */
 		while (atomic_load(&lz->demand) && !atomic_load(stop))
 			nap_ns(5000000);
-		if (atomic_load_explicit(&lz->state[u], memory_order_acquire) ==
-		    PRESENT)
-			continue;
-		/* at its own rate: no readahead */
-		err = ensure(lz, off, unit_end(lz, u) - off, false);
+		pthread_mutex_lock(&lz->lock);
+		while (n < LAZY_BATCH &&
+		       next_absent(lz, &next, lz->units - 1, per, &r[n]))
+			n++;
+		if (n)
+			err = fetch_claimed_many(lz, r, n);
+		pthread_mutex_unlock(&lz->lock);
 		if (err)
 			break;
-		sent += unit_end(lz, u) - off;
+		if (!n) {
+			/* the end: done once the units others fetch are here */
+			if (all_present(lz, 0, lz->units - 1))
+				break;
+			next = 0;
+			nap_ns(20000000);
+			continue;
+		}
+		for (unsigned int i = 0; i < n; i++)
+			sent += run_len(lz, &r[i]);
 		/* at most @rate bytes a second on average */
 		due = start + (uint64_t)((double)sent / (double)rate * 1e9);
 		while (!atomic_load(stop) && mono_ns() < due)

@@ -19,6 +19,14 @@
 
 struct kiln_source;
 
+/* One range of a batch: @len bytes at @off into @dst; @err its outcome. */
+struct kiln_fetch {
+	void *dst;
+	size_t len;
+	uint64_t off;
+	int err;
+};
+
 struct kiln_source_ops {
 	/*
 	 * Copy exactly @len bytes at @off (inside the source) into @dst.
@@ -27,6 +35,13 @@ struct kiln_source_ops {
 	 */
 	int (*fetch)(struct kiln_source *src, void *dst, size_t len,
 		     uint64_t off);
+	/*
+	 * Optional: fetch @n ranges at once, several in flight, each with
+	 * fetch()'s contract and time limit; sets every @f[i].err. Returns
+	 * 0 or the first error.
+	 */
+	int (*fetch_many)(struct kiln_source *src, struct kiln_fetch *f,
+			  unsigned int n);
 	void (*close)(struct kiln_source *src);
 };
 
@@ -74,6 +89,10 @@ int kiln_source_open_offline(struct kiln_source **out, const char *url,
 			     const char *cache_dir, uint32_t unit,
 			     const struct kiln_logger *lg);
 
+/* The ranges @f[0..@n) through fetch_many, or one by one without it. */
+int kiln_source_fetch_many(struct kiln_source *src, struct kiln_fetch *f,
+			   unsigned int n);
+
 /* Close @src (NULL: no-op). */
 void kiln_source_close(struct kiln_source *src);
 
@@ -83,8 +102,9 @@ void kiln_source_close(struct kiln_source *src);
  * of @unit bytes. kiln_lazy_ensure() makes a range present, loading the
  * missing units from @cache (may be NULL; the view owns it) or fetching
  * them (adjacent ones merged, at most KILN_LAZY_MAX_RUN bytes per
- * request; a miss just after present units reads ahead to
- * KILN_LAZY_READAHEAD) and keeping them in @cache; after it returns 0 the bytes at
+ * request, the gaps between cached units in one batch; a miss just after
+ * present units reads ahead to KILN_LAZY_READAHEAD in the background)
+ * and keeping them in @cache; after it returns 0 the bytes at
  * lazy->map + off stay valid and unchanged until kiln_lazy_close(), since
  * a unit, once present, is never dropped or rewritten while open.
  */
@@ -110,8 +130,9 @@ int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len);
 void kiln_lazy_set_hot(struct kiln_lazy *lz, uint64_t lo, uint64_t hi);
 /*
  * Make every unit present, in order, at most @rate bytes a second, and
- * only while no read waits for units, until *@stop. 0, or the error of
- * the fetch that failed.
+ * only while no read waits for units, until *@stop: a few runs at once,
+ * each a sixteenth of a second at @rate. 0, or the error of the fetch
+ * that failed.
  */
 int kiln_lazy_prefetch_all(struct kiln_lazy *lz, uint64_t rate,
 			   const atomic_bool *stop);

@@ -358,6 +358,8 @@ class Faulty(http.server.BaseHTTPRequestHandler):
                          If-Match fails with 412
       /swapquiet/F       replaced, If-Match ignored: a new ETag and new bytes
       /stall/F           the probe is answered, then nothing is ever sent
+      /slow/F            every answer after the probe waits 0.2 s; the
+                         server counts the requests in flight at once
     """
     protocol_version = "HTTP/1.1"
 
@@ -422,6 +424,13 @@ class Faulty(http.server.BaseHTTPRequestHandler):
         if mode == "stall" and n >= 1:
             time.sleep(60)
             return
+        if mode == "slow" and n >= 1:
+            with srv.lock:
+                srv.inflight += 1
+                srv.peak = max(srv.peak, srv.inflight)
+            time.sleep(0.2)
+            with srv.lock:
+                srv.inflight -= 1
         cut = mode == "cut" or (mode == "cutonce" and n == 1)
         self.send_range(data, etag, cut=cut and n >= 1)
 
@@ -435,6 +444,7 @@ class FaultyServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
 def faulty(images):
     srv = FaultyServer(("127.0.0.1", 0), Faulty)
     srv.www, srv.lock, srv.count = images[1], threading.Lock(), {}
+    srv.inflight = srv.peak = 0
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     srv.url = lambda path: f"http://127.0.0.1:{srv.server_address[1]}/{path}"
@@ -718,6 +728,42 @@ def test_prefetch_all_survives_the_server_going_away(kiln, images, srcfs,
             p.kill()
             p.wait()
         n.stop()
+
+
+def test_prefetch_all_keeps_several_requests_in_flight(kiln, images, faulty,
+                                                      srcfs, tmp_path):
+    """--prefetch=all fetches runs side by side (libcurl's multi
+    interface), and the mount reads the same bytes."""
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    tree, www = images
+    cache, mnt = tmp_path / "cache", tmp_path / "mnt"
+    mnt.mkdir()
+    size = (www / "big.erofs").stat().st_size
+    with faulty.lock:
+        faulty.peak = 0
+    # 4M a second: batches of four 512 KiB runs
+    p = subprocess.Popen([str(kiln.path), "mount", "-f", "--prefetch=all",
+                          "--prefetch-rate", "4M", "--cache-dir", str(cache),
+                          faulty.url("slow/big.erofs"), str(mnt)],
+                         stderr=subprocess.PIPE)
+    try:
+        for _ in range(300):
+            got = sum(c.stat().st_size - 64 for c in chunks(cache))
+            if os.path.ismount(mnt) and got >= size:
+                break
+            if p.poll() is not None:
+                pytest.fail(f"kiln mount exited: {p.stderr.read()}")
+            time.sleep(0.1)
+        else:
+            pytest.fail("the prefetch did not bring the whole image")
+        assert faulty.peak >= 2, faulty.peak
+        ex = srcfs / "remote-multi-ex"
+        kiln.ok("extract", www / "big.erofs", ex)
+        tree_compare(ex, mnt)
+        shutil.rmtree(ex)
+    finally:
+        stop_mount(p, mnt)
 
 
 def test_mount_read_fails_within_the_timeout_when_the_server_stops(

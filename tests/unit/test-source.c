@@ -29,6 +29,8 @@ struct fake {
 	atomic_ullong fetched;
 	uint64_t last_off, last_len;
 	unsigned int delay_us;
+	atomic_int batches;	/* fetch_many calls */
+	atomic_int widest;	/* most ranges in one of them */
 };
 
 static uint8_t byte_at(uint64_t i)
@@ -59,6 +61,24 @@ static int fake_fetch(struct kiln_source *src, void *dst, size_t len,
 	return 0;
 }
 
+static int fake_fetch_many(struct kiln_source *src, struct kiln_fetch *fr,
+			   unsigned int n)
+{
+	struct fake *f = (struct fake *)src;
+	int first = 0, w = atomic_load(&f->widest);
+
+	atomic_fetch_add(&f->batches, 1);
+	while ((int)n > w && !atomic_compare_exchange_weak(&f->widest, &w,
+							   (int)n))
+		;
+	for (unsigned int i = 0; i < n; i++) {
+		fr[i].err = fake_fetch(src, fr[i].dst, fr[i].len, fr[i].off);
+		if (fr[i].err && !first)
+			first = fr[i].err;
+	}
+	return first;
+}
+
 static void fake_close(struct kiln_source *src)
 {
 	(void)src;
@@ -66,6 +86,7 @@ static void fake_close(struct kiln_source *src)
 
 static const struct kiln_source_ops fake_ops = {
 	.fetch = fake_fetch,
+	.fetch_many = fake_fetch_many,
 	.close = fake_close,
 };
 
@@ -546,6 +567,84 @@ TEST(the_view_loads_from_the_cache_before_fetching)
 	rm_rf(dir);
 }
 
+/* The view of @f over cache @dir (a fresh view each call). */
+static struct kiln_lazy *cached_view(struct fake *f, const char *dir)
+{
+	struct kiln_cache *c = NULL;
+	struct kiln_lazy *lz = NULL;
+
+	if (kiln_cache_open(&c, dir, "http://x/g", f->base.identity, UNIT, 0,
+			    &quiet) ||
+	    kiln_lazy_open(&lz, &f->base, c, UNIT))
+		return NULL;
+	return lz;
+}
+
+TEST(gaps_between_cached_units_are_fetched_together)
+{
+	char *dir = cache_dir();
+	struct kiln_lazy *lz;
+	struct fake f;
+	uint64_t size = 6 * (uint64_t)UNIT;
+
+	CHECK(dir != NULL);
+	if (!dir)
+		return;
+	fake_init(&f, size);
+	strcpy(f.base.identity, "6 \"g\"");
+	/* units 1 and 3 in the cache */
+	lz = cached_view(&f, dir);
+	CHECK(lz != NULL);
+	if (!lz)
+		goto out;
+	CHECK_EQ(kiln_lazy_ensure(lz, UNIT, 1), 0);
+	CHECK_EQ(kiln_lazy_ensure(lz, 3 * (uint64_t)UNIT, 1), 0);
+	kiln_lazy_close(lz);
+	CHECK_EQ(atomic_load(&f.batches), 0);
+
+	/* one read of it all: gaps 0, 2 and 4-5 in one batch; one fails */
+	lz = cached_view(&f, dir);
+	CHECK(lz != NULL);
+	if (!lz)
+		goto out;
+	atomic_store(&f.calls, 0);
+	atomic_store(&f.fail, 1);
+	CHECK_EQ(kiln_lazy_ensure(lz, 0, size), -EIO);
+	CHECK_EQ(atomic_load(&f.batches), 1);
+	CHECK_EQ(atomic_load(&f.widest), 3);
+	CHECK_EQ(atomic_load(&f.calls), 3);
+	/* the ranges that came were kept: the next read fetches the failed one */
+	atomic_store(&f.calls, 0);
+	CHECK_EQ(kiln_lazy_ensure(lz, 0, size), 0);
+	CHECK(bytes_ok(kiln_lazy_map(lz), 0, size));
+	CHECK_EQ(atomic_load(&f.calls), 1);
+	CHECK_EQ(f.last_len, UNIT);
+	kiln_lazy_close(lz);
+out:
+	rm_rf(dir);
+}
+
+TEST(prefetch_all_keeps_several_runs_in_flight)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+	atomic_bool stop = false;
+	uint64_t size = 16 * (uint64_t)UNIT + 100;
+
+	fake_init(&f, size);
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	/* a unit read first is left alone */
+	CHECK_EQ(kiln_lazy_ensure(lz, 5 * (uint64_t)UNIT, 1), 0);
+	CHECK_EQ(kiln_lazy_prefetch_all(lz, 1ull << 40, &stop), 0);
+	CHECK(bytes_ok(kiln_lazy_map(lz), 0, size));
+	CHECK(atomic_load(&f.widest) > 1);
+	CHECK(atomic_load(&f.fetched) == size);
+	kiln_lazy_close(lz);
+}
+
 TEST(an_identity_without_a_size_is_not_known)
 {
 	char *dir = cache_dir(), path[256], *ident = (char *)"x";
@@ -624,5 +723,7 @@ TAP_MAIN(TAP_ENTRY(a_unit_is_fetched_once),
 	 TAP_ENTRY(a_damaged_or_torn_chunk_is_dropped),
 	 TAP_ENTRY(eviction_keeps_the_cap_and_drops_the_oldest),
 	 TAP_ENTRY(the_view_loads_from_the_cache_before_fetching),
+	 TAP_ENTRY(gaps_between_cached_units_are_fetched_together),
+	 TAP_ENTRY(prefetch_all_keeps_several_runs_in_flight),
 	 TAP_ENTRY(an_identity_without_a_size_is_not_known),
 	 TAP_ENTRY(a_long_url_keeps_its_identity_and_chunks))
