@@ -6,6 +6,8 @@
  *   DIR/v1/lock                 flock: eviction and clearing are exclusive
  *   DIR/v1/stats                counters of every process, added at close
  *   DIR/v1/<key>/identity       the URL, size and ETag the chunks belong to
+ *   DIR/v1/<key>/fetching       byte-range locks: byte N held while a
+ *                               process fetches unit N
  *   DIR/v1/<key>/<unit>         one fetch unit: a header, then its bytes
  *
  * <key> is a hash of the URL and the unit size. A chunk is written to a
@@ -13,7 +15,11 @@
  * nothing, even after kill -9; its header holds an XXH3 checksum of the
  * bytes, taken when they were stored and checked every time it is
  * loaded, and the hash of the identity: a chunk of another object, a torn
- * or damaged one is dropped, never served. The total is kept under a
+ * or damaged one is dropped, never served. A process fetching units
+ * holds their bytes of the fetching file (open file description locks,
+ * gone with the process however it ends), so another process that wants
+ * them waits and loads them, rather than fetching them a second time.
+ * The total is kept under a
  * byte cap by deleting the least recently used chunks (their mtime, set
  * on every load); a full disk evicts too.
  */
@@ -52,6 +58,7 @@ struct kiln_cache {
 	char *dir;		/* DIR/v1/<key> */
 	uint64_t identity;
 	uint64_t cap;
+	int claims;		/* the fetching file, -1: no claims */
 	struct kiln_cache_stats delta;	/* this process's, added at close */
 };
 
@@ -216,6 +223,7 @@ int kiln_cache_open(struct kiln_cache **out, const char *dir,
 		return -ENOMEM;
 	c->lg = lg;
 	c->cap = cap ? cap : DEF_CAP;
+	c->claims = -1;
 	c->identity = XXH3_64bits(identity, strlen(identity));
 	if (asprintf(&text, "%s\n%u\n", url, unit) < 0) {
 		free(c);
@@ -242,8 +250,39 @@ int kiln_cache_open(struct kiln_cache **out, const char *dir,
 		kiln_cache_close(c);
 		return err;
 	}
+	/* without it, processes only share what is stored */
+	if (asprintf(&text, "%s/fetching", c->dir) >= 0) {
+		c->claims = open(text, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		free(text);
+	}
 	*out = c;
 	return 0;
+}
+
+/* Lock (@type F_WRLCK) or unlock (F_UNLCK) units [@first, @last]. */
+static int claim_lock(struct kiln_cache *c, uint64_t first, uint64_t last,
+		      short type)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET,
+			    .l_start = (off_t)first,
+			    .l_len = (off_t)(last - first + 1) };
+
+	if (c->claims < 0 || last >= (uint64_t)INT64_MAX)
+		return 0;
+	return fcntl(c->claims, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
+}
+
+bool kiln_cache_claim(struct kiln_cache *c, uint64_t first, uint64_t last)
+{
+	int err = claim_lock(c, first, last, F_WRLCK);
+
+	/* a lock that cannot be taken for another reason: fetch anyway */
+	return err != -EAGAIN && err != -EACCES;
+}
+
+void kiln_cache_unclaim(struct kiln_cache *c, uint64_t first, uint64_t last)
+{
+	claim_lock(c, first, last, F_UNLCK);
 }
 
 /*
@@ -552,6 +591,8 @@ void kiln_cache_close_with(struct kiln_cache *c,
 			close(lock);
 		}
 	}
+	if (c->claims >= 0)
+		close(c->claims);
 	free(c->top);
 	free(c->dir);
 	free(c);

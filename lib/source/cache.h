@@ -41,6 +41,13 @@ bool kiln_cache_load(struct kiln_cache *c, uint64_t unit, void *dst,
 /* Keep @len bytes of unit @unit, evicting by age to stay under the cap. */
 void kiln_cache_store(struct kiln_cache *c, uint64_t unit, const void *src,
 		      size_t len);
+/*
+ * Claim units [@first, @last] for fetching them: false while another
+ * process holds any of them (it will store them; wait and load them).
+ * The threads of one process do not exclude each other here.
+ */
+bool kiln_cache_claim(struct kiln_cache *c, uint64_t first, uint64_t last);
+void kiln_cache_unclaim(struct kiln_cache *c, uint64_t first, uint64_t last);
 /* Close, adding @counts (may be NULL) to the directory's totals. */
 void kiln_cache_close_with(struct kiln_cache *c,
 			   const struct kiln_cache_stats *counts);

@@ -785,6 +785,8 @@ static int http_setup(struct http_source *hs, const char *url,
 			      n ? o->request_timeout_ms : 0, DEF_REQUEST_MS);
 	hs->read_ms = pick(n, AT(read_timeout_ms),
 			   n ? o->read_timeout_ms : 0, DEF_READ_MS);
+	/* then fetch them here: a read still ends within the time limit */
+	hs->base.wait_ms = (uint32_t)(hs->read_ms / 4);
 	hs->retries = n >= AT(retries) && o->retries ?
 		      (o->retries == ~0u ? 0 : o->retries) : DEF_RETRIES;
 	if (n >= AT(s3_region)) {

@@ -218,6 +218,23 @@ const uint8_t *kiln_lazy_map(const struct kiln_lazy *lz)
 	return lz->map;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void nap_ns(uint64_t ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000u),
+			       .tv_nsec = (long)(ns % 1000000000u) };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 /* Units [@u, @v] claimed by this thread; @err how fetching them went. */
 struct run {
 	uint64_t u, v;
@@ -229,88 +246,186 @@ static size_t run_len(const struct kiln_lazy *lz, const struct run *r)
 	return (size_t)(unit_end(lz, r->v) - (r->u << lz->unit_bits));
 }
 
-/*
- * Runs @r[0..@n) (claimed by this thread) into the view: the units the
- * cache holds from it, the rest fetched, every gap of every run in one
- * batch (several requests in flight), and kept in the cache.
- */
-static int fetch_runs(struct kiln_lazy *lz, struct run *r, unsigned int n)
+static size_t unit_len(const struct kiln_lazy *lz, uint64_t u)
 {
-	uint8_t *buf[LAZY_BATCH] = { NULL };
+	return (size_t)(unit_end(lz, u) - (u << lz->unit_bits));
+}
+
+/* What a run holds while it is fetched: its bytes, the units it has. */
+struct run_buf {
+	uint8_t *buf;
+	bool *have;
+	bool claimed;	/* its units, from the other processes on the cache */
+	bool wait;	/* another process fetches some of them */
+};
+
+static uint8_t *run_at(const struct kiln_lazy *lz, const struct run *r,
+		       const struct run_buf *b, uint64_t u)
+{
+	return b->buf + ((u - r->u) << lz->unit_bits);
+}
+
+/* Load the units of @r the cache holds; true when it has them all. */
+static bool load_cached(struct kiln_lazy *lz, const struct run *r,
+			struct run_buf *b)
+{
+	bool all = true;
+
+	for (uint64_t k = r->u; k <= r->v; k++) {
+		if (!b->have[k - r->u] && lz->cache)
+			b->have[k - r->u] = kiln_cache_load(lz->cache, k,
+							    run_at(lz, r, b, k),
+							    unit_len(lz, k));
+		all = all && b->have[k - r->u];
+	}
+	return all;
+}
+
+/*
+ * Fetch the gaps of the runs @r[i] with @pick[i] (and no error yet) in
+ * one batch, several in flight; keep what came in the cache.
+ */
+static void fetch_gaps(struct kiln_lazy *lz, struct run *r, unsigned int n,
+		       struct run_buf *b, const bool *pick)
+{
 	struct kiln_fetch *f;
 	unsigned int *owner, nf = 0;
 	uint64_t units = 0;
-	bool *have;
-	int first = 0;
 
 	for (unsigned int i = 0; i < n; i++)
-		units += r[i].v - r[i].u + 1;
+		if (pick[i] && !r[i].err)
+			units += r[i].v - r[i].u + 1;
+	if (!units)
+		return;
 	f = calloc((size_t)units, sizeof(*f));
 	owner = calloc((size_t)units, sizeof(*owner));
-	have = calloc((size_t)units, sizeof(*have));
-	for (unsigned int i = 0, base = 0; i < n; i++) {
-		uint64_t off = r[i].u << lz->unit_bits;
-		bool *h = have + base;
-
-		base += (unsigned int)(r[i].v - r[i].u + 1);
-		r[i].err = f && owner && have &&
-			   (buf[i] = malloc(run_len(lz, &r[i]))) ? 0 : -ENOMEM;
-		if (r[i].err)
+	for (unsigned int i = 0; i < n; i++) {
+		if (!pick[i] || r[i].err)
 			continue;
-		for (uint64_t k = r[i].u; lz->cache && k <= r[i].v; k++)
-			h[k - r[i].u] = kiln_cache_load(lz->cache, k, buf[i] +
-							((k << lz->unit_bits) - off),
-							(size_t)(unit_end(lz, k) -
-								 (k << lz->unit_bits)));
+		if (!f || !owner) {
+			r[i].err = -ENOMEM;
+			continue;
+		}
 		/* the gaps between the units the cache held */
 		for (uint64_t a = r[i].u; a <= r[i].v; ) {
-			uint64_t b = a, s;
+			uint64_t e = a;
 
-			if (h[a - r[i].u]) {
+			if (b[i].have[a - r[i].u]) {
 				a++;
 				continue;
 			}
-			while (b < r[i].v && !h[b + 1 - r[i].u])
-				b++;
-			s = a << lz->unit_bits;
+			while (e < r[i].v && !b[i].have[e + 1 - r[i].u])
+				e++;
 			f[nf] = (struct kiln_fetch){
-				.dst = buf[i] + (s - off),
-				.len = (size_t)(unit_end(lz, b) - s),
-				.off = s };
+				.dst = run_at(lz, &r[i], &b[i], a),
+				.len = (size_t)(unit_end(lz, e) -
+						(a << lz->unit_bits)),
+				.off = a << lz->unit_bits };
 			owner[nf++] = i;
-			a = b + 1;
+			a = e + 1;
 		}
 	}
 	if (nf)
 		kiln_source_fetch_many(lz->src, f, nf);
 	for (unsigned int k = 0; k < nf; k++) {
-		struct run *o = &r[owner[k]];
+		unsigned int i = owner[k];
 
 		if (f[k].err) {
-			if (!o->err)
-				o->err = f[k].err;
+			if (!r[i].err)
+				r[i].err = f[k].err;
 			continue;
 		}
 		/* kept even when another gap of the run failed */
 		for (uint64_t u = f[k].off >> lz->unit_bits;
-		     lz->cache && (u << lz->unit_bits) < f[k].off + f[k].len;
-		     u++)
-			kiln_cache_store(lz->cache, u, (const uint8_t *)f[k].dst +
-					 ((u << lz->unit_bits) - f[k].off),
-					 (size_t)(unit_end(lz, u) -
-						  (u << lz->unit_bits)));
+		     (u << lz->unit_bits) < f[k].off + f[k].len; u++) {
+			b[i].have[u - r[i].u] = true;
+			if (lz->cache)
+				kiln_cache_store(lz->cache, u,
+						 run_at(lz, &r[i], &b[i], u),
+						 unit_len(lz, u));
+		}
+	}
+	free(owner);
+	free(f);
+}
+
+/*
+ * Wait until no other process fetches units of @r (it stores them as
+ * they come), at most the source's wait_ms: true when claimed.
+ */
+static bool wait_claim(struct kiln_lazy *lz, const struct run *r)
+{
+	uint64_t t0 = mono_ns(), limit = (uint64_t)lz->src->wait_ms * 1000000u;
+
+	while (!kiln_cache_claim(lz->cache, r->u, r->v)) {
+		if (atomic_load(&lz->src->cancelled) || mono_ns() - t0 >= limit) {
+			kiln_log(lz->src->lg, KILN_LOG_INFO,
+				 "bytes %llu-%llu: another process has fetched them for %u ms; fetching them here too",
+				 (unsigned long long)(r->u << lz->unit_bits),
+				 (unsigned long long)unit_end(lz, r->v) - 1,
+				 lz->src->wait_ms);
+			return false;
+		}
+		nap_ns(10000000);
+	}
+	return true;
+}
+
+/*
+ * Runs @r[0..@n) (claimed by this thread) into the view: the units the
+ * cache holds from it, the rest fetched, every gap of every run in one
+ * batch (several requests in flight), and kept in the cache. Units
+ * another process is fetching are waited for and loaded once it stored
+ * them.
+ */
+static int fetch_runs(struct kiln_lazy *lz, struct run *r, unsigned int n)
+{
+	struct run_buf b[LAZY_BATCH] = { 0 };
+	bool pick[LAZY_BATCH] = { false };
+	int first = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		b[i].buf = malloc(run_len(lz, &r[i]));
+		b[i].have = calloc((size_t)(r[i].v - r[i].u + 1),
+				   sizeof(bool));
+		r[i].err = b[i].buf && b[i].have ? 0 : -ENOMEM;
+		if (r[i].err || load_cached(lz, &r[i], &b[i]))
+			continue;
+		b[i].claimed = lz->cache &&
+			       kiln_cache_claim(lz->cache, r[i].u, r[i].v);
+		b[i].wait = lz->cache && !b[i].claimed;
+		pick[i] = !b[i].wait;
+	}
+	/* what nobody else fetches goes out now, in one batch */
+	fetch_gaps(lz, r, n, b, pick);
+	for (unsigned int i = 0; i < n; i++) {
+		if (b[i].claimed)
+			kiln_cache_unclaim(lz->cache, r[i].u, r[i].v);
+		b[i].claimed = false;
+	}
+	/* then what another process was fetching: load it, fetch the rest */
+	for (unsigned int i = 0; i < n; i++) {
+		bool one[LAZY_BATCH] = { false };
+
+		if (!b[i].wait || r[i].err)
+			continue;
+		b[i].claimed = wait_claim(lz, &r[i]);
+		if (!load_cached(lz, &r[i], &b[i])) {
+			one[i] = true;
+			fetch_gaps(lz, r, n, b, one);
+		}
+		if (b[i].claimed)
+			kiln_cache_unclaim(lz->cache, r[i].u, r[i].v);
 	}
 	for (unsigned int i = 0; i < n; i++) {
 		if (!r[i].err)
-			r[i].err = store(lz, buf[i], run_len(lz, &r[i]),
+			r[i].err = store(lz, b[i].buf, run_len(lz, &r[i]),
 					 r[i].u << lz->unit_bits);
 		if (r[i].err && !first)
 			first = r[i].err;
-		free(buf[i]);
+		free(b[i].have);
+		free(b[i].buf);
 	}
-	free(have);
-	free(owner);
-	free(f);
 	return first;
 }
 
@@ -578,23 +693,6 @@ int kiln_lazy_ensure(struct kiln_lazy *lz, uint64_t off, uint64_t len)
 		atomic_fetch_add_explicit(&c->failures, 1,
 					  memory_order_relaxed);
 	return err;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void nap_ns(uint64_t ns)
-{
-	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000u),
-			       .tv_nsec = (long)(ns % 1000000000u) };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 int kiln_lazy_prefetch_all(struct kiln_lazy *lz, uint64_t rate,

@@ -67,6 +67,8 @@ struct kiln_source {
 	size_t head_len;
 	struct kiln_source_counters count;
 	atomic_bool cancelled;		/* kiln_image_cancel(): no more fetches */
+	/* how long a read waits for another process fetching its units */
+	uint32_t wait_ms;
 };
 
 /* A local file or block device (@fd stays the caller's), mapped whole. */

@@ -382,6 +382,8 @@ class Faulty(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             return
         body = data[a:b + 1]
+        with self.server.lock:
+            self.server.sent += len(body)
         self.send_response(206)
         self.send_header("Content-Range", f"bytes {a}-{b}/{len(data)}")
         self.send_header("Content-Length", str(len(body)))
@@ -444,7 +446,7 @@ class FaultyServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
 def faulty(images):
     srv = FaultyServer(("127.0.0.1", 0), Faulty)
     srv.www, srv.lock, srv.count = images[1], threading.Lock(), {}
-    srv.inflight = srv.peak = 0
+    srv.inflight = srv.peak = srv.sent = 0
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     srv.url = lambda path: f"http://127.0.0.1:{srv.server_address[1]}/{path}"
@@ -666,6 +668,33 @@ def test_two_processes_share_a_cache(kiln, images, nginx, tmp_path):
     assert st["bytes"] <= 3 << 20
     r = kiln.ok("cache", "--cache-dir", str(cache), "verify")
     assert " 0 bad" in r.text
+
+
+def test_two_processes_fetch_each_unit_once(kiln, images, faulty, tmp_path):
+    """Two readers of one file on one cache: the second waits for the
+    units the first is fetching and loads them, instead of fetching them
+    again (every answer of this server takes 0.2 s)."""
+    tree, www = images
+    url = faulty.url("slow/big.erofs")
+    want = (Path(tree.root).parent / "remote-big" / "random.bin").read_bytes()
+
+    def cat(cache, n):
+        with faulty.lock:
+            faulty.sent = 0
+        procs = [subprocess.Popen([str(kiln.path), "cat", "--cache-dir",
+                                   str(cache), url, "/random.bin"],
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE) for _ in range(n)]
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err.decode()
+            assert out == want
+        return faulty.sent
+
+    alone = cat(tmp_path / "c1", 1)
+    both = cat(tmp_path / "c2", 2)
+    assert alone >= 5 << 20
+    assert both < alone * 1.25, (alone, both)
 
 
 def test_tiny_tmpfs_cache_evicts_instead_of_failing(kiln, images, nginx,

@@ -624,6 +624,89 @@ out:
 	rm_rf(dir);
 }
 
+struct bg_read {
+	struct kiln_lazy *lz;
+	uint64_t len;
+	int err;
+};
+
+static void *bg_read(void *arg)
+{
+	struct bg_read *r = arg;
+
+	r->err = kiln_lazy_ensure(r->lz, 0, r->len);
+	return NULL;
+}
+
+/*
+ * Two caches opened on one directory stand for two processes: while one
+ * holds units, the other waits and loads them once stored; one that
+ * holds them too long is fetched around.
+ */
+TEST(units_another_process_fetches_are_waited_for)
+{
+	char *dir = cache_dir();
+	struct kiln_cache *other = NULL;
+	struct kiln_lazy *lz;
+	struct fake f;
+	uint64_t size = 4 * (uint64_t)UNIT;
+	uint8_t *bytes = malloc(UNIT);
+	struct bg_read r;
+	pthread_t t;
+
+	CHECK(dir != NULL && bytes != NULL);
+	if (!dir || !bytes)
+		goto out;
+	fake_init(&f, size);
+	strcpy(f.base.identity, "4 \"w\"");
+	f.base.wait_ms = 5000;
+	CHECK_EQ(kiln_cache_open(&other, dir, "http://x/g", f.base.identity,
+				 UNIT, 0, &quiet), 0);
+	if (!other)
+		goto out;
+	CHECK(kiln_cache_claim(other, 0, 3));
+	lz = cached_view(&f, dir);
+	CHECK(lz != NULL);
+	if (!lz)
+		goto out;
+	r = (struct bg_read){ .lz = lz, .len = size };
+	CHECK_EQ(pthread_create(&t, NULL, bg_read, &r), 0);
+	usleep(100000);
+	/* the other process stores what it fetched, then lets go */
+	for (uint64_t u = 0; u < 4; u++) {
+		for (uint32_t k = 0; k < UNIT; k++)
+			bytes[k] = byte_at(u * UNIT + k);
+		kiln_cache_store(other, u, bytes, UNIT);
+	}
+	kiln_cache_unclaim(other, 0, 3);
+	pthread_join(t, NULL);
+	CHECK_EQ(r.err, 0);
+	CHECK(bytes_ok(kiln_lazy_map(lz), 0, size));
+	CHECK_EQ(atomic_load(&f.calls), 0);
+	kiln_lazy_close(lz);
+
+	/* a holder that never lets go: fetched here after wait_ms */
+	f.base.wait_ms = 200;
+	CHECK(kiln_cache_claim(other, 0, 7));
+	fake_init(&f, 8 * (uint64_t)UNIT);
+	strcpy(f.base.identity, "4 \"w\"");
+	f.base.wait_ms = 200;
+	lz = cached_view(&f, dir);
+	CHECK(lz != NULL);
+	if (lz) {
+		CHECK_EQ(kiln_lazy_ensure(lz, 0, 8 * (uint64_t)UNIT), 0);
+		CHECK(bytes_ok(kiln_lazy_map(lz), 0, 8 * (uint64_t)UNIT));
+		CHECK_EQ(atomic_load(&f.calls), 1);	/* units 4-7 only */
+		kiln_lazy_close(lz);
+	}
+	kiln_cache_unclaim(other, 0, 7);
+out:
+	kiln_cache_close(other);
+	free(bytes);
+	if (dir)
+		rm_rf(dir);
+}
+
 TEST(prefetch_all_keeps_several_runs_in_flight)
 {
 	struct fake f;
@@ -725,5 +808,6 @@ TAP_MAIN(TAP_ENTRY(a_unit_is_fetched_once),
 	 TAP_ENTRY(the_view_loads_from_the_cache_before_fetching),
 	 TAP_ENTRY(gaps_between_cached_units_are_fetched_together),
 	 TAP_ENTRY(prefetch_all_keeps_several_runs_in_flight),
+	 TAP_ENTRY(units_another_process_fetches_are_waited_for),
 	 TAP_ENTRY(an_identity_without_a_size_is_not_known),
 	 TAP_ENTRY(a_long_url_keeps_its_identity_and_chunks))
