@@ -6,6 +6,7 @@ with Retry-After, 404/403/416, truncated bodies, a replaced object, a
 stall). A read that cannot be served fails with EIO within the time
 limit, naming the cause; it never hangs and never returns wrong bytes."""
 
+import contextlib
 import hashlib
 import http.server
 import os
@@ -795,26 +796,43 @@ def test_prefetch_all_keeps_several_requests_in_flight(kiln, images, faulty,
         stop_mount(p, mnt)
 
 
-def test_mount_read_fails_within_the_timeout_when_the_server_stops(
-        kiln, images, tmp_path_factory, tmp_path):
-    """A FUSE reader gets EIO within --timeout, and the log names why."""
-    if not os.path.exists("/dev/fuse"):
-        pytest.skip("no /dev/fuse")
-    tree, www = images
-    n = Nginx(tmp_path_factory.mktemp("nginx-stop"), www)
-    mnt = tmp_path / "mnt"
+@contextlib.contextmanager
+def mount_then_stop_the_server(kiln, www, nginx_dir, mnt, *limits):
+    """`kiln mount -f --no-cache` of big.erofs from a private nginx, with
+    the time limits @limits; once it is mounted, nginx is stopped
+    (SIGSTOP: connections open, nothing answered). Yields the mount's
+    process and a dict that holds its log ("err") after the block."""
+    n = Nginx(nginx_dir, www)
     mnt.mkdir()
     p = subprocess.Popen([str(kiln.path), "mount", "-f", "--no-cache",
-                          "--timeout", "3", "--stall-timeout", "1",
-                          "--retries", "2", n.url("big.erofs"), str(mnt)],
+                          *limits, n.url("big.erofs"), str(mnt)],
                          stderr=subprocess.PIPE, text=True)
-    pids = []
+    pids, after = [], {}
     try:
         wait_fuse_mount(p, mnt)
         assert sorted(os.listdir(mnt)) == ["random.bin", "text.txt"]
         pids = n.pids()
         for pid in pids:
             os.kill(pid, signal.SIGSTOP)
+        yield p, after
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+        after["err"] = stop_mount(p, mnt)
+        n.stop()
+
+
+def test_mount_read_fails_within_the_timeout_when_the_server_stops(
+        kiln, images, tmp_path_factory, tmp_path):
+    """A FUSE reader gets EIO within --timeout, and the log names why."""
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    mnt = tmp_path / "mnt"
+    with mount_then_stop_the_server(kiln, images[1],
+                                    tmp_path_factory.mktemp("nginx-stop"),
+                                    mnt, "--timeout", "3",
+                                    "--stall-timeout", "1",
+                                    "--retries", "2") as (p, after):
         t0 = time.monotonic()
         r = subprocess.run(["dd", f"if={mnt}/random.bin", "of=/dev/null",
                             "bs=1M"], capture_output=True, text=True,
@@ -823,16 +841,7 @@ def test_mount_read_fails_within_the_timeout_when_the_server_stops(
         assert r.returncode != 0, r.stderr
         assert "Input/output error" in r.stderr, r.stderr
         assert took < 20, took
-    finally:
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
-        subprocess.run(["umount", str(mnt)], capture_output=True)
-        try:
-            err = p.communicate(timeout=20)[1]
-        except subprocess.TimeoutExpired:
-            p.kill()
-            err = p.communicate()[1]
-        n.stop()
+    err = after["err"]
     assert "no answer within" in err or "giving up" in err, err
 
 
@@ -876,50 +885,38 @@ def test_sigterm_unmounts_while_requests_are_stuck(kiln, images,
     mount goes away at once, and the reader gets an error, not a hang."""
     if not os.path.exists("/dev/fuse"):
         pytest.skip("no /dev/fuse")
-    tree, www = images
-    n = Nginx(tmp_path_factory.mktemp("nginx-term"), www)
     mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    p = subprocess.Popen([str(kiln.path), "mount", "-f", "--no-cache",
-                          "--timeout", "120", "--stall-timeout", "60",
-                          n.url("big.erofs"), str(mnt)],
-                         stderr=subprocess.PIPE, text=True)
-    pids, reader = [], None
-    try:
-        wait_fuse_mount(p, mnt)
-        assert sorted(os.listdir(mnt)) == ["random.bin", "text.txt"]
-        pids = n.pids()
-        for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
+    with mount_then_stop_the_server(kiln, images[1],
+                                    tmp_path_factory.mktemp("nginx-term"),
+                                    mnt, "--timeout", "120",
+                                    "--stall-timeout", "60") as (p, _):
         reader = subprocess.Popen(["dd", f"if={mnt}/random.bin",
                                    "of=/dev/null", "bs=1M"],
                                   stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
-        assert reader.poll() is None, "the read did not wait on the server"
-        t0 = time.monotonic()
-        p.send_signal(signal.SIGTERM)
         try:
-            rc = p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            pytest.fail("kiln mount ignored SIGTERM while a request was "
-                        "stuck")
-        assert time.monotonic() - t0 < 15
-        assert rc == 0, p.stderr.read()
-        assert not os.path.ismount(mnt)
-        try:
-            reader.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the reader hung after the unmount")
-        assert reader.returncode != 0
-    finally:
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
-        if reader and reader.poll() is None:
-            reader.kill()
-            reader.wait()
-        stop_mount(p, mnt)
-        n.stop()
+            time.sleep(1.5)
+            assert reader.poll() is None, \
+                "the read did not wait on the server"
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGTERM)
+            try:
+                rc = p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                pytest.fail("kiln mount ignored SIGTERM while a request "
+                            "was stuck")
+            assert time.monotonic() - t0 < 15
+            assert rc == 0, p.stderr.read()
+            assert not os.path.ismount(mnt)
+            try:
+                reader.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                pytest.fail("the reader hung after the unmount")
+            assert reader.returncode != 0
+        finally:
+            if reader.poll() is None:
+                reader.kill()
+                reader.wait()
 
 
 def test_kill_9_of_a_mount_then_a_new_mount_on_the_cache(kiln, images,

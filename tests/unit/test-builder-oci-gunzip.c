@@ -162,40 +162,48 @@ TEST(streams_that_are_not_whole_gzip_are_refused)
 	uint8_t *a = make_text(300000, 4), *out;
 	size_t cap = 400000, at = 0, len;
 	uint8_t *gz = malloc(cap), *bad = malloc(cap);
-	struct feed f;
 
 	gzip_member(a, 300000, gz, cap, &at);
-	/* a plain tar (or anything else) */
-	f = (struct feed){ .data = a, .len = 300000 };
-	CHECK_EQ(inflate_all(&f, &out, &len), -EILSEQ);
-	free(out);
-	/* nothing at all */
-	f = (struct feed){ .data = gz, .len = 0 };
-	CHECK_EQ(inflate_all(&f, &out, &len), -EILSEQ);
-	free(out);
-	/* cut short: in the data, and before the trailer */
-	f = (struct feed){ .data = gz, .len = at / 2 };
-	CHECK_EQ(inflate_all(&f, &out, &len), -EBADMSG);
-	free(out);
-	f = (struct feed){ .data = gz, .len = at - 4 };
-	CHECK_EQ(inflate_all(&f, &out, &len), -EBADMSG);
-	free(out);
-	/* a wrong CRC-32 in the trailer */
-	memcpy(bad, gz, at);
-	bad[at - 8] ^= 0x40;
-	f = (struct feed){ .data = bad, .len = at };
-	CHECK_EQ(inflate_all(&f, &out, &len), -EBADMSG);
-	free(out);
-	/* a flipped byte in the deflate data: refused, never other bytes */
-	memcpy(bad, gz, at);
-	bad[at / 3] ^= 0x55;
-	f = (struct feed){ .data = bad, .len = at };
-	CHECK_EQ(inflate_all(&f, &out, &len), -EBADMSG);
-	free(out);
-	/* the reader's own failure comes back as it is */
-	f = (struct feed){ .data = gz, .len = at, .step = 1000, .fail_at = 3 };
-	CHECK_EQ(inflate_all(&f, &out, &len), -EIO);
-	free(out);
+	/* each case: the gzip member cut to @len, with a byte flipped */
+	const struct {
+		const char *what;
+		bool plain;		/* the text itself, not gzip */
+		size_t len, flip;	/* flip: offset + 1, 0 for none */
+		uint8_t mask;
+		size_t step, fail_at;
+		ssize_t want;
+	} cases[] = {
+		{ "a plain tar (or anything else)", true, 300000, 0, 0, 0, 0,
+		  -EILSEQ },
+		{ "nothing at all", false, 0, 0, 0, 0, 0, -EILSEQ },
+		{ "cut short in the data", false, at / 2, 0, 0, 0, 0,
+		  -EBADMSG },
+		{ "cut short before the trailer", false, at - 4, 0, 0, 0, 0,
+		  -EBADMSG },
+		{ "a wrong CRC-32 in the trailer", false, at, at - 8 + 1, 0x40,
+		  0, 0, -EBADMSG },
+		/* refused, never other bytes */
+		{ "a flipped byte in the deflate data", false, at, at / 3 + 1,
+		  0x55, 0, 0, -EBADMSG },
+		/* the reader's own failure comes back as it is */
+		{ "the reader fails", false, at, 0, 0, 1000, 3, -EIO },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct feed f = { .data = cases[i].plain ? a : bad,
+				  .len = cases[i].len, .step = cases[i].step,
+				  .fail_at = cases[i].fail_at };
+		ssize_t r;
+
+		memcpy(bad, gz, at);
+		if (cases[i].flip)
+			bad[cases[i].flip - 1] ^= cases[i].mask;
+		r = inflate_all(&f, &out, &len);
+		if (r != cases[i].want)
+			printf("#   case: %s\n", cases[i].what);
+		CHECK_EQ(r, cases[i].want);
+		free(out);
+	}
 	free(a);
 	free(gz);
 	free(bad);
