@@ -9,8 +9,10 @@
 # then two readers sharing one cold cache. nginx and kiln run in a network namespace of their own
 # whose loopback gets the shaping (the machine's own network is
 # untouched); each shaping is one row block. A shaping is tc's netem
-# words ("delay 10ms rate 100mbit"), or "rate R" alone, which takes tbf
-# where the kernel has no netem.
+# words ("delay 10ms rate 100mbit"). Where the kernel has no netem,
+# "rate R" alone takes tbf, and "delay Nms [rate R]" a relay
+# (bench/delay-relay.py) that holds every chunk N ms each way and paces
+# the answers at R: the URL then goes through it, for curl too.
 # Usage: bench/remote.sh IMAGE [SHAPING...]   (root; default shapings:
 #        "none", "delay 10ms rate 100mbit" (20 ms RTT) and "rate 100mbit")
 # Results: bench/out/remote.txt
@@ -28,6 +30,7 @@ PORT=18080
 RES=$OUT/remote.txt
 
 cleanup() {
+	[ -n "$RELAY_PID" ] && kill "$RELAY_PID" 2>/dev/null
 	[ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null
 	ip netns del "$NS" 2>/dev/null
 	rm -rf "$WORK"
@@ -116,28 +119,74 @@ mount_tar() {
 		sh "$KILN" "$WORK/m" "$@"
 }
 
-# shape WORDS: netem, or tbf for "rate R" where netem is missing
+# bits a second of a tc rate ("100mbit", "1gbit", "500kbit")
+to_bits() {
+	case $1 in
+	*gbit) echo $((${1%gbit} * 1000000000)) ;;
+	*mbit) echo $((${1%mbit} * 1000000)) ;;
+	*kbit) echo $((${1%kbit} * 1000)) ;;
+	*bit) echo "${1%bit}" ;;
+	*) return 1 ;;
+	esac
+}
+
+# relay WORDS: "delay Nms [rate R]" by bench/delay-relay.py in the
+# namespace, for a kernel without sch_netem; URL then goes through it
+RELAY_PID=
+relay() {
+	local d='' r=0
+	# $1 is tc's own words: split on purpose
+	# shellcheck disable=SC2086
+	set -- $1
+	while [ $# -ge 2 ]; do
+		case $1 in
+		delay) d=${2%ms} ;;
+		rate) r=$(to_bits "$2") || return 1 ;;
+		*) return 1 ;;
+		esac
+		shift 2
+	done
+	[ $# = 0 ] && [ -n "$d" ] || return 1
+	ns python3 "$BENCH_ROOT/bench/delay-relay.py" $((PORT + 1)) "$PORT" "$d" \
+		"$r" &
+	RELAY_PID=$!
+	URL=http://127.0.0.1:$((PORT + 1))/image.erofs
+	for _ in $(seq 50); do
+		ns curl -sf -r 0-0 -o /dev/null "$URL" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# shape WORDS: netem; else tbf for "rate R", the relay for a delay
 shape() {
 	ns tc qdisc del dev lo root 2>/dev/null
+	[ -n "$RELAY_PID" ] && kill "$RELAY_PID" 2>/dev/null
+	RELAY_PID=
+	URL=http://127.0.0.1:$PORT/image.erofs
+	VIA=
 	[ "$1" = none ] && return 0
 	# $1 is tc's own words: split on purpose
 	# shellcheck disable=SC2086
 	ns tc qdisc add dev lo root netem $1 2>/dev/null && return 0
 	case $1 in
 	"rate "*)
+		VIA=" (tbf: no sch_netem)"
 		ns tc qdisc add dev lo root tbf rate "${1#rate }" \
 			burst 256kb latency 100ms ;;
-	*) return 1 ;;
+	*)
+		VIA=" (delay-relay.py: no sch_netem)"
+		relay "$1" ;;
 	esac
 }
 
 : > "$RES"
 for shaping in "$@"; do
 	if ! shape "$shaping"; then
-		echo "== $shaping: not available here (no sch_netem), skipped" | tee -a "$RES"
+		echo "== $shaping: cannot be made here, skipped" | tee -a "$RES"
 		continue
 	fi
-	echo "== $(basename "$IMAGE") ($(stat -c %s "$IMAGE") bytes), shaping: $shaping" | tee -a "$RES"
+	echo "== $(basename "$IMAGE") ($(stat -c %s "$IMAGE") bytes), shaping: $shaping$VIA" | tee -a "$RES"
 	printf '%-28s %10s %10s %10s %20s %15s\n' "" "local" "http cold" \
 		"http warm" "fetched (cold)" "requests" | tee -a "$RES"
 	O=(--cache-dir "$WORK/c")
