@@ -32,6 +32,7 @@ enum { ABSENT = 0, FETCHING = 1, PRESENT = 2 };
 
 #define RA_STREAMS	4	/* sequential readers followed at once */
 #define LAZY_BATCH	4	/* runs fetched together, at most */
+_Static_assert(RA_STREAMS <= LAZY_BATCH, "a batch takes every stream's window");
 
 struct kiln_lazy {
 	struct kiln_source *src;
