@@ -27,6 +27,7 @@
 #include "source/cache.h"
 #include "source/source.h"
 #include "util/checked.h"
+#include "util/threadpool.h"
 
 enum { ABSENT = 0, FETCHING = 1, PRESENT = 2 };
 
@@ -478,8 +479,10 @@ static int fetch_claimed(struct kiln_lazy *lz, uint64_t u, uint64_t v)
 }
 
 /*
- * The run of absent units from the first absent one in [*@first, @last],
- * at most @max units (0: none absent); *@first moves past it.
+ * Claim (FETCHING, under @lz->lock) the run of absent units from the
+ * first absent one in [*@first, @last], at most @max units: false when
+ * none is absent. *@first moves past it. Claimed at once, so that the
+ * next call, for a window that overlaps this one, cannot take it again.
  */
 static bool next_absent(struct kiln_lazy *lz, uint64_t *first, uint64_t last,
 			uint64_t max, struct run *r)
@@ -496,6 +499,8 @@ static bool next_absent(struct kiln_lazy *lz, uint64_t *first, uint64_t last,
 	while (v < last && v - u + 1 < max &&
 	       atomic_load(&lz->state[v + 1]) == ABSENT)
 		v++;
+	for (uint64_t k = u; k <= v; k++)
+		atomic_store(&lz->state[k], FETCHING);
 	*r = (struct run){ .u = u, .v = v };
 	*first = v + 1;
 	return true;
@@ -521,7 +526,7 @@ static void *ra_thread(void *arg)
 		nw = lz->ra_nq;
 		memcpy(w, lz->ra_q, nw * sizeof(w[0]));
 		lz->ra_nq = 0;
-		for (;;) {
+		while (!lz->ra_stop) {
 			struct run r[RA_STREAMS];
 			unsigned int n = 0;
 
@@ -529,9 +534,12 @@ static void *ra_thread(void *arg)
 				if (next_absent(lz, &w[i].first, w[i].last,
 						max, &r[n]))
 					n++;
-			if (!n || lz->ra_stop)
+			if (!n)
 				break;
-			/* a failure is the waiting readers' to report */
+			/*
+			 * a failure is the waiting readers' to report; once
+			 * the view closes, the cancelled source ends it soon
+			 */
 			fetch_claimed_many(lz, r, n);
 		}
 	}
@@ -554,7 +562,7 @@ static void ra_queue(struct kiln_lazy *lz, unsigned int s, uint64_t first)
 	if (first >= lz->units || lz->ra_stop)
 		return;
 	if (!lz->ra_started) {
-		if (pthread_create(&lz->ra_tid, NULL, ra_thread, lz))
+		if (kiln_thread_start(&lz->ra_tid, ra_thread, lz))
 			return;		/* no readahead, reads still work */
 		lz->ra_started = true;
 	}
