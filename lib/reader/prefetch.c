@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "reader/internal.h"
+#include "util/threadpool.h"
 
 #define DEF_RATE	(16ull << 20)
 
@@ -99,7 +100,7 @@ int kiln_prefetch_start(struct kiln_image *img, uint64_t rate)
 	p->img = img;
 	p->rate = rate ? rate : DEF_RATE;
 	atomic_init(&p->stop, false);
-	if (pthread_create(&p->tid, NULL, prefetch_main, p)) {
+	if (kiln_thread_start(&p->tid, prefetch_main, p)) {
 		free(p);
 		return -EAGAIN;
 	}

@@ -139,6 +139,19 @@ static void pool_destroy(struct kiln_threadpool *tp)
 	free(tp);
 }
 
+int kiln_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	int err;
+
+	/* the thread inherits the mask: blocked from its first instruction */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return err;
+}
+
 /* Create the workers with every signal blocked; they inherit the mask. */
 static int start_workers(struct kiln_threadpool *tp)
 {

@@ -6,6 +6,16 @@
 #ifndef KILN_UTIL_THREADPOOL_H
 #define KILN_UTIL_THREADPOOL_H
 
+#include <pthread.h>
+
+/*
+ * pthread_create() of a thread that blocks every signal, so that the
+ * application's handlers run in its own threads (a signal a library
+ * thread took would not interrupt the thread waiting for it). 0 or the
+ * error of pthread_create().
+ */
+int kiln_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+
 struct kiln_threadpool;
 
 typedef void (*kiln_task_fn)(void *arg);

@@ -80,14 +80,17 @@ def drop_caches(*paths):
 
 
 def wait_resident(path, want, timeout=5):
-    """The resident pages of @path once at least @want are (stores arrive
-    after the reply), or what is resident at the timeout."""
+    """The resident pages of @path once at least @want are and the set
+    has stopped changing (stores arrive after the reply, an extent's
+    pages in several calls), or what is resident at the timeout."""
     end = time.monotonic() + timeout * SLOW
+    last = None
     while True:
         got = resident_pages(path)
-        if len(got) >= want or time.monotonic() > end:
+        if (len(got) >= want and got == last) or time.monotonic() > end:
             return got
-        time.sleep(0.02)
+        last = got
+        time.sleep(0.1 if len(got) >= want else 0.02)
 
 
 # -- the tree and its images ---------------------------------------------------

@@ -8,6 +8,7 @@ import ctypes
 import errno
 import os
 import random
+import re
 import signal
 import stat
 import struct
@@ -455,6 +456,45 @@ def test_signals_unmount_cleanly(kiln, images, sig):
         force_unmount(mnt)
         os.rmdir(mnt)
     check_sanitizer("kiln mount", m.stderr())
+
+
+def test_helper_threads_leave_stop_signals_to_the_request_loop(kiln, images):
+    """A stop signal taken by a thread outside libfuse's loop would set the
+    loop's exit flag without waking it: the mount's own threads (counters,
+    page cache stores) block SIGTERM, SIGINT and SIGHUP; the main thread
+    does not."""
+    img, _ = image_of(images, "kiln")
+    mnt = tempfile.mkdtemp(prefix="kiln-fuse-")
+    m = Mount(kiln, img, (), mnt)
+    stop = (1 << (signal.SIGHUP - 1)) | (1 << (signal.SIGINT - 1)) | \
+        (1 << (signal.SIGTERM - 1))
+    try:
+        m.wait_mounted()
+        os.listdir(mnt)
+        blocked = {}
+        for task in Path(f"/proc/{m.proc.pid}/task").iterdir():
+            name = (task / "comm").read_text().strip()
+            status = (task / "status").read_text()
+            mask = int(re.search(r"^SigBlk:\s*([0-9a-f]+)$", status,
+                                 re.M)[1], 16)
+            blocked[(int(task.name), name)] = mask & stop
+        helpers = {k: v for k, v in blocked.items()
+                   if k[1] in ("kiln-stats", "kiln-store")}
+        assert {k[1] for k in helpers} == {"kiln-stats", "kiln-store"}, \
+            blocked
+        assert all(v == stop for v in helpers.values()), blocked
+        assert blocked[(m.proc.pid, "kiln")] == 0, blocked
+    finally:
+        m.proc.send_signal(signal.SIGTERM)
+        try:
+            m.proc.wait(timeout=20 * SLOW)
+        finally:
+            if m.proc.poll() is None:
+                m.proc.kill()
+                m.proc.wait()
+            force_unmount(mnt)
+            os.rmdir(mnt)
+    assert m.proc.returncode == 0, m.stderr()
 
 
 # -- concurrency ------------------------------------------------------------

@@ -393,6 +393,7 @@ static void *stats_thread(void *arg)
 	sigset_t set;
 	int sig;
 
+	pthread_setname_np(pthread_self(), "kiln-stats");
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
 	while (!atomic_load(&sc->quit))
@@ -468,9 +469,13 @@ static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, fargv);
 	struct fuse_session *se;
 	struct stats_ctl stats;
+	sigset_t stop_set;
 	bool stats_on = false;
 	int res, ret = 1;
 
+	sigemptyset(&stop_set);
+	for (size_t i = 0; i < NR_STOP_SIGNALS; i++)
+		sigaddset(&stop_set, stop_signals[i]);
 	if (open_image(o, fs))
 		return 1;
 	se = fuse_session_new(&args, &kiln_fuse_ops, sizeof(kiln_fuse_ops), fs);
@@ -489,9 +494,16 @@ static int run_mount(struct mount_opts *o, struct kiln_fuse_fs *fs)
 		openlog("kiln", LOG_PID, LOG_DAEMON);
 		atomic_store(&fs->to_syslog, true);
 	}
-	/* after the fork of fuse_daemonize(): threads do not survive it */
+	/*
+	 * after the fork of fuse_daemonize(): threads do not survive it.
+	 * They block the stop signals: one taken there would set the loop's
+	 * exit flag without waking the threads that wait in the loop.
+	 */
+	pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
 	stats_on = !stats_start(&stats, fs);
 	res = o->no_store ? 0 : kiln_fuse_store_start(fs, se);
+	/* SIGUSR1 stays blocked here: the stats thread takes it */
+	pthread_sigmask(SIG_UNBLOCK, &stop_set, NULL);
 	if (res)
 		kiln_fuse_log(fs, LOG_WARNING, "page cache stores off: %s",
 			      strerror(-res));

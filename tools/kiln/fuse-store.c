@@ -99,6 +99,7 @@ static void *store_thread(void *arg)
 {
 	struct kiln_fuse_store *st = arg;
 
+	pthread_setname_np(pthread_self(), "kiln-store");
 	pthread_mutex_lock(&st->lock);
 	while (!st->stop) {
 		int i = st->queue_head;
