@@ -721,6 +721,27 @@ def test_tiny_tmpfs_cache_evicts_instead_of_failing(kiln, images, nginx,
         subprocess.run(["umount", str(cache)], capture_output=True)
 
 
+def prefetch_mount(kiln, url, cache, mnt):
+    """`kiln mount -f --prefetch=all` of @url at 4M a second (batches of
+    four 512 KiB runs) on cache @cache."""
+    return subprocess.Popen([str(kiln.path), "mount", "-f", "--prefetch=all",
+                             "--prefetch-rate", "4M", "--cache-dir",
+                             str(cache), url, str(mnt)],
+                            stderr=subprocess.PIPE)
+
+
+def wait_prefetched(p, cache, mnt, size, seconds):
+    """Until the mount of @p stands and its cache holds @size bytes."""
+    for _ in range(seconds * 10):
+        got = sum(c.stat().st_size - 64 for c in chunks(cache))
+        if os.path.ismount(mnt) and got >= size:
+            return
+        if p.poll() is not None:
+            pytest.fail(f"kiln mount exited: {p.stderr.read()}")
+        time.sleep(0.1)
+    pytest.fail("the prefetch did not bring the whole image")
+
+
 def test_prefetch_all_survives_the_server_going_away(kiln, images, srcfs,
                                                      tmp_path_factory,
                                                      tmp_path):
@@ -731,20 +752,9 @@ def test_prefetch_all_survives_the_server_going_away(kiln, images, srcfs,
     cache, mnt = tmp_path / "cache", tmp_path / "mnt"
     mnt.mkdir()
     size = (www / "zstd.erofs").stat().st_size
-    p = subprocess.Popen([str(kiln.path), "mount", "-f", "--prefetch=all",
-                          "--prefetch-rate", "4M", "--cache-dir", str(cache),
-                          n.url("zstd.erofs"), str(mnt)],
-                         stderr=subprocess.PIPE)
+    p = prefetch_mount(kiln, n.url("zstd.erofs"), cache, mnt)
     try:
-        for _ in range(200):
-            got = sum(c.stat().st_size - 64 for c in chunks(cache))
-            if os.path.ismount(mnt) and got >= size:
-                break
-            if p.poll() is not None:
-                pytest.fail(f"kiln mount exited: {p.stderr.read()}")
-            time.sleep(0.1)
-        else:
-            pytest.fail("the prefetch did not bring the whole image")
+        wait_prefetched(p, cache, mnt, size, 20)
         n.stop()
         ex = srcfs / "remote-prefetch-ex"
         kiln.ok("extract", www / "zstd.erofs", ex)
@@ -772,21 +782,9 @@ def test_prefetch_all_keeps_several_requests_in_flight(kiln, images, faulty,
     size = (www / "big.erofs").stat().st_size
     with faulty.lock:
         faulty.peak = 0
-    # 4M a second: batches of four 512 KiB runs
-    p = subprocess.Popen([str(kiln.path), "mount", "-f", "--prefetch=all",
-                          "--prefetch-rate", "4M", "--cache-dir", str(cache),
-                          faulty.url("slow/big.erofs"), str(mnt)],
-                         stderr=subprocess.PIPE)
+    p = prefetch_mount(kiln, faulty.url("slow/big.erofs"), cache, mnt)
     try:
-        for _ in range(300):
-            got = sum(c.stat().st_size - 64 for c in chunks(cache))
-            if os.path.ismount(mnt) and got >= size:
-                break
-            if p.poll() is not None:
-                pytest.fail(f"kiln mount exited: {p.stderr.read()}")
-            time.sleep(0.1)
-        else:
-            pytest.fail("the prefetch did not bring the whole image")
+        wait_prefetched(p, cache, mnt, size, 30)
         assert faulty.peak >= 2, faulty.peak
         ex = srcfs / "remote-multi-ex"
         kiln.ok("extract", www / "big.erofs", ex)
