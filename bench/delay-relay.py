@@ -8,8 +8,9 @@ Listens on 127.0.0.1:LISTEN_PORT and connects each client to
 127.0.0.1:TARGET_PORT. Every chunk read in either direction is passed on
 DELAY_MS later, so a request and its answer take 2 x DELAY_MS more: a
 round trip time of twice the delay, as netem's "delay" on a loopback.
-With a rate, each direction sends at most that many bits a second (the
-chunks queue behind each other, as behind a slow link).
+With a rate, the answers of all connections together go out at most at
+that many bits a second (the chunks queue behind each other, as behind
+one slow link that every connection shares).
 """
 import asyncio
 import sys
@@ -17,22 +18,31 @@ import sys
 CHUNK = 64 << 10
 
 
-async def pipe(reader, writer, delay, rate):
-    """Copy @reader to @writer, each chunk @delay seconds late, paced at
-    @rate bytes a second (0: unpaced)."""
+class Link:
+    """One direction of the link: when it is free again, at @rate bytes a
+    second (0: unpaced)."""
+
+    def __init__(self, rate):
+        self.rate = rate
+        self.free = 0.0
+
+
+async def pipe(reader, writer, delay, link):
+    """Copy @reader to @writer, each chunk @delay seconds late, paced by
+    @link, which other connections share."""
     loop = asyncio.get_running_loop()
     queue = asyncio.Queue()
+    rate = link.rate
 
     async def send():
-        free = 0.0          # when the link is free again
         while True:
             due, data = await queue.get()
             if not data:
                 break
-            start = max(due, free)
+            start = max(due, link.free)
             if rate:
-                free = start + len(data) / rate
-            wait = (free if rate else start) - loop.time()
+                link.free = start + len(data) / rate
+            wait = (link.free if rate else start) - loop.time()
             if wait > 0:
                 await asyncio.sleep(wait)
             writer.write(data)
@@ -58,6 +68,7 @@ async def main():
     listen, target = int(sys.argv[1]), int(sys.argv[2])
     delay = float(sys.argv[3]) / 1000
     rate = float(sys.argv[4]) / 8 if len(sys.argv) > 4 else 0.0
+    up, down = Link(0.0), Link(rate)
 
     async def client(cr, cw):
         try:
@@ -65,8 +76,8 @@ async def main():
         except OSError:
             cw.close()
             return
-        await asyncio.gather(pipe(cr, sw, delay, 0.0),
-                             pipe(sr, cw, delay, rate))
+        await asyncio.gather(pipe(cr, sw, delay, up),
+                             pipe(sr, cw, delay, down))
 
     server = await asyncio.start_server(client, "127.0.0.1", listen)
     async with server:

@@ -32,8 +32,15 @@
 enum { ABSENT = 0, FETCHING = 1, PRESENT = 2 };
 
 #define RA_STREAMS	4	/* sequential readers followed at once */
+#define RA_AHEAD	2	/* windows a stream keeps ahead of its reader */
+#define RA_QUEUE	(RA_STREAMS * RA_AHEAD)
+/*
+ * Threads fetching windows: two, so that a window is asked for while
+ * the one before it is still coming, and the link never idles for a
+ * round trip between them.
+ */
+#define RA_THREADS	2
 #define LAZY_BATCH	4	/* runs fetched together, at most */
-_Static_assert(RA_STREAMS <= LAZY_BATCH, "a batch takes every stream's window");
 
 struct kiln_lazy {
 	struct kiln_source *src;
@@ -50,21 +57,24 @@ struct kiln_lazy {
 	atomic_uint demand;	/* reads waiting for units now */
 	uint64_t hot_lo, hot_hi;	/* kiln_lazy_set_hot(), unit-aligned */
 	/*
-	 * Readahead in the background: a read in order queues the next
-	 * window for one thread of the view's own, so the network works
-	 * while the reader decodes. A few streams are followed at once (a
-	 * file's extents and the packed inode's, read in turns). Under
-	 * @lock but the marks: a read that reaches a stream's mark (its
-	 * window in flight) queues the window after it.
+	 * Readahead in the background: a read in order keeps RA_AHEAD
+	 * windows after it queued for the view's own threads, so the
+	 * network works while the reader decodes. A few streams are
+	 * followed at once (a file's extents and the packed inode's, read
+	 * in turns). Under @lock but the marks: a read that reaches a
+	 * stream's mark (the first of its windows ahead) queues the window
+	 * after the last one.
 	 */
-	pthread_t ra_tid;
-	bool ra_started, ra_stop;
+	pthread_t ra_tid[RA_THREADS];
+	unsigned int ra_threads;	/* started */
+	bool ra_stop;
 	pthread_cond_t ra_cond;
-	struct { uint64_t first, last; } ra_q[RA_STREAMS];	/* queued */
+	struct { uint64_t first, last; } ra_q[RA_QUEUE];	/* queued */
 	unsigned int ra_nq;
 	struct {
 		_Atomic uint64_t mark;
-		uint64_t next;		/* the first unit of its next window */
+		uint64_t far;		/* the first unit of its last window */
+		uint64_t next;		/* the first unit after it */
 	} ra[RA_STREAMS];
 	unsigned int ra_victim;		/* the stream a new one replaces */
 };
@@ -183,14 +193,15 @@ void kiln_lazy_close(struct kiln_lazy *lz)
 {
 	if (!lz)
 		return;
-	if (lz->ra_started) {
+	if (lz->ra_threads) {
 		/* a window in flight is not waited for: nobody reads it */
 		atomic_store(&lz->src->cancelled, true);
 		pthread_mutex_lock(&lz->lock);
 		lz->ra_stop = true;
-		pthread_cond_signal(&lz->ra_cond);
+		pthread_cond_broadcast(&lz->ra_cond);
 		pthread_mutex_unlock(&lz->lock);
-		pthread_join(lz->ra_tid, NULL);
+		for (unsigned int i = 0; i < lz->ra_threads; i++)
+			pthread_join(lz->ra_tid[i], NULL);
 	}
 	if (lz->map)
 		munmap((void *)(uintptr_t)lz->map, (size_t)lz->src->size);
@@ -515,25 +526,27 @@ static void *ra_thread(void *arg)
 		max = 1;
 	pthread_mutex_lock(&lz->lock);
 	for (;;) {
-		struct { uint64_t first, last; } w[RA_STREAMS];
-		unsigned int nw;
+		struct { uint64_t first, last; } w;
 
 		while (!lz->ra_stop && !lz->ra_nq)
 			pthread_cond_wait(&lz->ra_cond, &lz->lock);
 		if (lz->ra_stop)
 			break;
-		/* every queued window at once: the streams' requests overlap */
-		nw = lz->ra_nq;
-		memcpy(w, lz->ra_q, nw * sizeof(w[0]));
-		lz->ra_nq = 0;
+		/*
+		 * The oldest queued window: the next one goes to the other
+		 * thread, so the two requests overlap.
+		 */
+		w.first = lz->ra_q[0].first;
+		w.last = lz->ra_q[0].last;
+		memmove(lz->ra_q, lz->ra_q + 1, --lz->ra_nq *
+			sizeof(lz->ra_q[0]));
 		while (!lz->ra_stop) {
-			struct run r[RA_STREAMS];
+			struct run r[LAZY_BATCH];
 			unsigned int n = 0;
 
-			for (unsigned int i = 0; i < nw; i++)
-				if (next_absent(lz, &w[i].first, w[i].last,
-						max, &r[n]))
-					n++;
+			while (n < LAZY_BATCH &&
+			       next_absent(lz, &w.first, w.last, max, &r[n]))
+				n++;
 			if (!n)
 				break;
 			/*
@@ -554,31 +567,38 @@ static uint64_t ra_units(const struct kiln_lazy *lz)
 	return n ? n : 1;
 }
 
-/* Queue stream @s's window from unit @first (under @lz->lock). */
+/*
+ * Queue stream @s's window from unit @first, after the ones it has
+ * queued (under @lz->lock).
+ */
 static void ra_queue(struct kiln_lazy *lz, unsigned int s, uint64_t first)
 {
 	uint64_t last = first + ra_units(lz) - 1;
 
+	lz->ra[s].far = first;
+	lz->ra[s].next = last + 1;
 	if (first >= lz->units || lz->ra_stop)
 		return;
-	if (!lz->ra_started) {
-		if (kiln_thread_start(&lz->ra_tid, ra_thread, lz))
-			return;		/* no readahead, reads still work */
-		lz->ra_started = true;
-	}
+	/* without threads no readahead: reads still work */
+	while (lz->ra_threads < RA_THREADS &&
+	       !kiln_thread_start(&lz->ra_tid[lz->ra_threads], ra_thread, lz))
+		lz->ra_threads++;
+	if (!lz->ra_threads)
+		return;
 	if (last >= lz->units)
 		last = lz->units - 1;
-	if (lz->ra_nq == RA_STREAMS)	/* the oldest is the least useful */
+	if (lz->ra_nq == RA_QUEUE)	/* the oldest is the least useful */
 		memmove(lz->ra_q, lz->ra_q + 1, --lz->ra_nq *
 			sizeof(lz->ra_q[0]));
 	lz->ra_q[lz->ra_nq].first = first;
 	lz->ra_q[lz->ra_nq++].last = last;
-	lz->ra[s].next = last + 1;
-	atomic_store(&lz->ra[s].mark, first);
 	pthread_cond_signal(&lz->ra_cond);
 }
 
-/* A read of units [@first, @last]: in a stream's window, queue its next. */
+/*
+ * A read of units [@first, @last]: in the first window ahead of a
+ * stream, queue the one after its last.
+ */
 static void ra_follow(struct kiln_lazy *lz, uint64_t first, uint64_t last)
 {
 	for (unsigned int s = 0; s < RA_STREAMS; s++) {
@@ -589,21 +609,33 @@ static void ra_follow(struct kiln_lazy *lz, uint64_t first, uint64_t last)
 			continue;
 		pthread_mutex_lock(&lz->lock);
 		if (atomic_load(&lz->ra[s].mark) == mark) {
-			atomic_store(&lz->ra[s].mark, UINT64_MAX);
+			uint64_t far = lz->ra[s].far;
+
 			ra_queue(lz, s, lz->ra[s].next);
+			atomic_store(&lz->ra[s].mark, far < lz->units ? far
+								      : UINT64_MAX);
 		}
 		pthread_mutex_unlock(&lz->lock);
 		return;
 	}
 }
 
-/* A new stream reading in order from unit @first (under @lz->lock). */
+/*
+ * A new stream reading in order from unit @first: its RA_AHEAD windows
+ * (under @lz->lock).
+ */
 static void ra_start(struct kiln_lazy *lz, uint64_t first)
 {
+	unsigned int s;
+
 	for (unsigned int i = 0; i < lz->ra_nq; i++)
 		if (lz->ra_q[i].first <= first && first <= lz->ra_q[i].last)
 			return;		/* queued already */
-	ra_queue(lz, lz->ra_victim++ % RA_STREAMS, first);
+	s = lz->ra_victim++ % RA_STREAMS;
+	ra_queue(lz, s, first);
+	for (unsigned int k = 1; k < RA_AHEAD; k++)
+		ra_queue(lz, s, lz->ra[s].next);
+	atomic_store(&lz->ra[s].mark, first);
 }
 
 void kiln_lazy_set_hot(struct kiln_lazy *lz, uint64_t lo, uint64_t hi)

@@ -187,24 +187,84 @@ TEST(reading_in_order_reads_ahead_in_the_background)
 	CHECK_EQ(f.last_len, UNIT);
 	/*
 	 * The next unit, right after a present one: it comes now, and the
-	 * window after it in the background.
+	 * two windows after it in the background, one request each.
 	 */
 	CHECK_EQ(kiln_lazy_ensure(lz, UNIT, 100), 0);
-	CHECK(wait_fetched(&f, 2 * (uint64_t)UNIT + ra));
-	CHECK_EQ(atomic_load(&f.calls), 3);
-	CHECK_EQ(f.last_off, 2 * (uint64_t)UNIT);
-	CHECK_EQ(f.last_len, ra);
-	/* reading into that window queues the one after it, and no more */
-	CHECK_EQ(kiln_lazy_ensure(lz, 2 * (uint64_t)UNIT, ra), 0);
 	CHECK(wait_fetched(&f, 2 * (uint64_t)UNIT + 2 * ra));
-	CHECK_EQ(f.last_off, 2 * (uint64_t)UNIT + ra);
-	CHECK_EQ(kiln_lazy_ensure(lz, 2 * (uint64_t)UNIT, ra), 0);
 	CHECK_EQ(atomic_load(&f.calls), 4);
+	CHECK_EQ(f.last_len, ra);
+	/* reading into the first window queues the one after the second */
+	CHECK_EQ(kiln_lazy_ensure(lz, 2 * (uint64_t)UNIT, ra), 0);
+	CHECK(wait_fetched(&f, 2 * (uint64_t)UNIT + 3 * ra));
+	CHECK_EQ(f.last_off, 2 * (uint64_t)UNIT + 2 * ra);
+	CHECK_EQ(f.last_len, ra);
+	/* and no more, however often it is read */
+	CHECK_EQ(kiln_lazy_ensure(lz, 2 * (uint64_t)UNIT, ra), 0);
+	CHECK_EQ(atomic_load(&f.calls), 5);
+	/* the second window's first read queues the fourth */
+	CHECK_EQ(kiln_lazy_ensure(lz, 2 * (uint64_t)UNIT + ra, 10), 0);
+	CHECK(wait_fetched(&f, 2 * (uint64_t)UNIT + 4 * ra));
+	CHECK_EQ(f.last_off, 2 * (uint64_t)UNIT + 3 * ra);
+	CHECK_EQ(atomic_load(&f.calls), 6);
 	/* a random miss far away fetches only its own unit */
 	CHECK_EQ(kiln_lazy_ensure(lz, 38 * (uint64_t)UNIT + 5, 10), 0);
 	CHECK_EQ(f.last_len, UNIT);
-	CHECK_EQ(atomic_load(&f.calls), 5);
-	CHECK(bytes_ok(kiln_lazy_map(lz), 0, 2 * (uint64_t)UNIT + 2 * ra));
+	CHECK_EQ(atomic_load(&f.calls), 7);
+	CHECK(bytes_ok(kiln_lazy_map(lz), 0, 2 * (uint64_t)UNIT + 4 * ra));
+	kiln_lazy_close(lz);
+}
+
+/*
+ * A fake whose fetches of a readahead window take a while: are two in
+ * flight at once?
+ */
+static atomic_int in_flight, most_in_flight;
+
+static int slow_fetch(struct kiln_source *src, void *dst, size_t len,
+		      uint64_t off)
+{
+	int now, most, err;
+
+	if (len <= UNIT)	/* a read's own unit */
+		return fake_fetch(src, dst, len, off);
+	now = atomic_fetch_add(&in_flight, 1) + 1;
+	most = atomic_load(&most_in_flight);
+	while (now > most &&
+	       !atomic_compare_exchange_weak(&most_in_flight, &most, now))
+		;
+	usleep(100000);
+	err = fake_fetch(src, dst, len, off);
+	atomic_fetch_sub(&in_flight, 1);
+	return err;
+}
+
+static const struct kiln_source_ops slow_ops = {
+	.fetch = slow_fetch,
+	.close = fake_close,
+};
+
+TEST(the_next_window_is_asked_for_while_one_is_coming)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+	uint64_t size = 40 * (uint64_t)UNIT;
+
+	fake_init(&f, size);
+	f.base.ops = &slow_ops;
+	atomic_store(&most_in_flight, 0);
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	CHECK_EQ(kiln_lazy_ensure(lz, 0, 100), 0);
+	CHECK_EQ(kiln_lazy_ensure(lz, UNIT, 100), 0);
+	/* a reader that goes through the file in order */
+	for (uint64_t off = 2 * (uint64_t)UNIT; off < size; off += UNIT)
+		CHECK_EQ(kiln_lazy_ensure(lz, off, UNIT), 0);
+	/* windows of the readahead threads, the reader's units aside */
+	CHECK_EQ(atomic_load(&most_in_flight), 2);
+	CHECK(bytes_ok(kiln_lazy_map(lz), 0, size));
+	CHECK_EQ(atomic_load(&f.fetched), size);
 	kiln_lazy_close(lz);
 }
 
@@ -796,6 +856,7 @@ out:
 TAP_MAIN(TAP_ENTRY(a_unit_is_fetched_once),
 	 TAP_ENTRY(adjacent_missing_units_are_one_request),
 	 TAP_ENTRY(reading_in_order_reads_ahead_in_the_background),
+	 TAP_ENTRY(the_next_window_is_asked_for_while_one_is_coming),
 	 TAP_ENTRY(a_run_is_bounded),
 	 TAP_ENTRY(a_miss_in_the_hot_range_takes_its_window),
 	 TAP_ENTRY(a_failed_fetch_leaves_nothing_behind),
