@@ -130,6 +130,14 @@ to_bits() {
 	esac
 }
 
+# stop the relay, and wait until its port is free for the next one
+stop_relay() {
+	[ -n "$RELAY_PID" ] || return 0
+	kill "$RELAY_PID" 2>/dev/null
+	wait "$RELAY_PID" 2>/dev/null
+	RELAY_PID=
+}
+
 # relay WORDS: "delay Nms [rate R]" by bench/delay-relay.py in the
 # namespace, for a kernel without sch_netem; URL then goes through it
 RELAY_PID=
@@ -147,8 +155,9 @@ relay() {
 		shift 2
 	done
 	[ $# = 0 ] && [ -n "$d" ] || return 1
-	ns python3 "$BENCH_ROOT/bench/delay-relay.py" $((PORT + 1)) "$PORT" "$d" \
-		"$r" &
+	# not through ns(): $! must be the relay itself, for stop_relay
+	ip netns exec "$NS" python3 "$BENCH_ROOT/bench/delay-relay.py" \
+		$((PORT + 1)) "$PORT" "$d" "$r" &
 	RELAY_PID=$!
 	URL=http://127.0.0.1:$((PORT + 1))/image.erofs
 	for _ in $(seq 50); do
@@ -161,8 +170,7 @@ relay() {
 # shape WORDS: netem; else tbf for "rate R", the relay for a delay
 shape() {
 	ns tc qdisc del dev lo root 2>/dev/null
-	[ -n "$RELAY_PID" ] && kill "$RELAY_PID" 2>/dev/null
-	RELAY_PID=
+	stop_relay
 	URL=http://127.0.0.1:$PORT/image.erofs
 	VIA=
 	[ "$1" = none ] && return 0
