@@ -109,17 +109,22 @@ static int zin_get(struct zin *in, uint64_t pos, size_t want,
 		fill = (size_t)KILN_MIN(KILN_MIN((uint64_t)in->cap,
 						 2 * (end - pos)),
 					in->size - pos);
+		if (pos < in->start + in->len)
+			keep = (size_t)(in->start + in->len - pos);
 		if (fill > in->alloc) {
-			uint8_t *nb = realloc(in->buf, fill);
+			/* only the bytes kept move: realloc would copy all */
+			uint8_t *nb = malloc(fill);
 
 			if (!nb)
 				return -ENOMEM;
+			if (keep)
+				memcpy(nb, in->buf + (pos - in->start), keep);
+			free(in->buf);
 			in->buf = nb;
 			in->alloc = fill;
+		} else {
+			memmove(in->buf, in->buf + (pos - in->start), keep);
 		}
-		if (pos < in->start + in->len)
-			keep = (size_t)(in->start + in->len - pos);
-		memmove(in->buf, in->buf + (pos - in->start), keep);
 		in->start = pos;
 		in->len = keep;
 		n = fill - keep;
