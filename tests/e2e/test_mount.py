@@ -440,22 +440,12 @@ def test_mount_errors_are_reported_before_detaching(kiln, images, tmp_path,
 @pytest.mark.parametrize("sig", (signal.SIGTERM, signal.SIGINT))
 def test_signals_unmount_cleanly(kiln, images, sig):
     img, _ = image_of(images, "mkfs")
-    mnt = tempfile.mkdtemp(prefix="kiln-fuse-")
-    m = Mount(kiln, img, (), mnt)
-    try:
-        m.wait_mounted()
-        os.listdir(mnt)
+    with kiln_mount(kiln, img) as m:
+        os.listdir(m.mnt)
         m.proc.send_signal(sig)
         rc = m.proc.wait(timeout=20 * SLOW)
         assert rc == 0, m.stderr()
-        assert not is_mounted(mnt)
-    finally:
-        if m.proc.poll() is None:
-            m.proc.kill()
-            m.proc.wait()
-        force_unmount(mnt)
-        os.rmdir(mnt)
-    check_sanitizer("kiln mount", m.stderr())
+        assert not is_mounted(m.mnt)
 
 
 def test_helper_threads_leave_stop_signals_to_the_request_loop(kiln, images):
@@ -464,13 +454,10 @@ def test_helper_threads_leave_stop_signals_to_the_request_loop(kiln, images):
     page cache stores) block SIGTERM, SIGINT and SIGHUP; the main thread
     does not."""
     img, _ = image_of(images, "kiln")
-    mnt = tempfile.mkdtemp(prefix="kiln-fuse-")
-    m = Mount(kiln, img, (), mnt)
     stop = (1 << (signal.SIGHUP - 1)) | (1 << (signal.SIGINT - 1)) | \
         (1 << (signal.SIGTERM - 1))
-    try:
-        m.wait_mounted()
-        os.listdir(mnt)
+    with kiln_mount(kiln, img) as m:
+        os.listdir(m.mnt)
         blocked = {}
         for task in Path(f"/proc/{m.proc.pid}/task").iterdir():
             name = (task / "comm").read_text().strip()
@@ -484,17 +471,10 @@ def test_helper_threads_leave_stop_signals_to_the_request_loop(kiln, images):
             blocked
         assert all(v == stop for v in helpers.values()), blocked
         assert blocked[(m.proc.pid, "kiln")] == 0, blocked
-    finally:
+        # and SIGTERM ends it: the mount exits 0, unmounted
         m.proc.send_signal(signal.SIGTERM)
-        try:
-            m.proc.wait(timeout=20 * SLOW)
-        finally:
-            if m.proc.poll() is None:
-                m.proc.kill()
-                m.proc.wait()
-            force_unmount(mnt)
-            os.rmdir(mnt)
-    assert m.proc.returncode == 0, m.stderr()
+        assert m.proc.wait(timeout=20 * SLOW) == 0, m.stderr()
+        assert not is_mounted(m.mnt)
 
 
 # -- concurrency ------------------------------------------------------------
