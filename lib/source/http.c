@@ -532,6 +532,9 @@ static int fetch_until(struct http_source *hs, void *dst, size_t len,
 			k++;
 			continue;
 		}
+		/* aborted by the close: no retry to announce */
+		if (atomic_load(&src->cancelled))
+			continue;
 		if (tries > hs->retries) {
 			kiln_log(src->lg, KILN_LOG_ERROR,
 				 "bytes %" PRIu64 "-%" PRIu64 ": giving up after %u tries: %s",

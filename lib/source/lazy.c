@@ -32,7 +32,12 @@
 enum { ABSENT = 0, FETCHING = 1, PRESENT = 2 };
 
 #define RA_STREAMS	4	/* sequential readers followed at once */
-#define RA_AHEAD	2	/* windows a stream keeps ahead of its reader */
+/*
+ * Windows a stream keeps ahead of its reader once it read into the first
+ * one: a new stream gets one, as a random read next to an earlier one
+ * may start it for nothing.
+ */
+#define RA_AHEAD	2
 #define RA_QUEUE	(RA_STREAMS * RA_AHEAD)
 /*
  * Threads fetching windows: two, so that a window is asked for while
@@ -57,9 +62,10 @@ struct kiln_lazy {
 	atomic_uint demand;	/* reads waiting for units now */
 	uint64_t hot_lo, hot_hi;	/* kiln_lazy_set_hot(), unit-aligned */
 	/*
-	 * Readahead in the background: a read in order keeps RA_AHEAD
-	 * windows after it queued for the view's own threads, so the
-	 * network works while the reader decodes. A few streams are
+	 * Readahead in the background: a read in order queues a window
+	 * after it for the view's own threads, then RA_AHEAD of them once
+	 * it reads on into the first, so the network works while the
+	 * reader decodes. A few streams are
 	 * followed at once (a file's extents and the packed inode's, read
 	 * in turns). Under @lock but the marks: a read that reaches a
 	 * stream's mark (the first of its windows ahead) queues the window
@@ -75,6 +81,7 @@ struct kiln_lazy {
 		_Atomic uint64_t mark;
 		uint64_t far;		/* the first unit of its last window */
 		uint64_t next;		/* the first unit after it */
+		unsigned int ahead;	/* windows it keeps ahead */
 	} ra[RA_STREAMS];
 	unsigned int ra_victim;		/* the stream a new one replaces */
 };
@@ -597,7 +604,9 @@ static void ra_queue(struct kiln_lazy *lz, unsigned int s, uint64_t first)
 
 /*
  * A read of units [@first, @last]: in the first window ahead of a
- * stream, queue the one after its last.
+ * stream, queue the one after its last (two when the read entered the
+ * window by its first unit, as a reader in order does: the stream keeps
+ * RA_AHEAD from then on).
  */
 static void ra_follow(struct kiln_lazy *lz, uint64_t first, uint64_t last)
 {
@@ -609,9 +618,15 @@ static void ra_follow(struct kiln_lazy *lz, uint64_t first, uint64_t last)
 			continue;
 		pthread_mutex_lock(&lz->lock);
 		if (atomic_load(&lz->ra[s].mark) == mark) {
-			uint64_t far = lz->ra[s].far;
+			uint64_t far = lz->ra[s].far, next = lz->ra[s].next;
 
-			ra_queue(lz, s, lz->ra[s].next);
+			ra_queue(lz, s, next);
+			/* a reader in order enters a window by its first unit */
+			if (first <= mark && lz->ra[s].ahead < RA_AHEAD) {
+				lz->ra[s].ahead++;
+				ra_queue(lz, s, lz->ra[s].next);
+				far = next;
+			}
 			atomic_store(&lz->ra[s].mark, far < lz->units ? far
 								      : UINT64_MAX);
 		}
@@ -621,7 +636,7 @@ static void ra_follow(struct kiln_lazy *lz, uint64_t first, uint64_t last)
 }
 
 /*
- * A new stream reading in order from unit @first: its RA_AHEAD windows
+ * A new stream reading in order from unit @first: its first window
  * (under @lz->lock).
  */
 static void ra_start(struct kiln_lazy *lz, uint64_t first)
@@ -632,9 +647,8 @@ static void ra_start(struct kiln_lazy *lz, uint64_t first)
 		if (lz->ra_q[i].first <= first && first <= lz->ra_q[i].last)
 			return;		/* queued already */
 	s = lz->ra_victim++ % RA_STREAMS;
+	lz->ra[s].ahead = 1;
 	ra_queue(lz, s, first);
-	for (unsigned int k = 1; k < RA_AHEAD; k++)
-		ra_queue(lz, s, lz->ra[s].next);
 	atomic_store(&lz->ra[s].mark, first);
 }
 
