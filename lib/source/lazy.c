@@ -619,16 +619,17 @@ static void ra_follow(struct kiln_lazy *lz, uint64_t first, uint64_t last)
 		pthread_mutex_lock(&lz->lock);
 		if (atomic_load(&lz->ra[s].mark) == mark) {
 			uint64_t far = lz->ra[s].far, next = lz->ra[s].next;
+			/* the window after the one entered: the next mark */
+			uint64_t to = far == mark ? next : far;
 
 			ra_queue(lz, s, next);
 			/* a reader in order enters a window by its first unit */
 			if (first <= mark && lz->ra[s].ahead < RA_AHEAD) {
 				lz->ra[s].ahead++;
 				ra_queue(lz, s, lz->ra[s].next);
-				far = next;
 			}
-			atomic_store(&lz->ra[s].mark, far < lz->units ? far
-								      : UINT64_MAX);
+			atomic_store(&lz->ra[s].mark, to < lz->units ? to
+								     : UINT64_MAX);
 		}
 		pthread_mutex_unlock(&lz->lock);
 		return;

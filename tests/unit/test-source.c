@@ -217,6 +217,40 @@ TEST(reading_in_order_reads_ahead_in_the_background)
 	kiln_lazy_close(lz);
 }
 
+TEST(reads_inside_a_window_queue_one_more_each_time_it_is_entered)
+{
+	struct fake f;
+	struct kiln_lazy *lz;
+	uint64_t size = 40 * (uint64_t)UNIT, ra = KILN_LAZY_READAHEAD;
+	uint64_t w = 2 * (uint64_t)UNIT;	/* the first window */
+
+	fake_init(&f, size);
+	lz = lazy_of(&f);
+	CHECK(lz != NULL);
+	if (!lz)
+		return;
+	CHECK_EQ(kiln_lazy_ensure(lz, 0, 100), 0);
+	CHECK_EQ(kiln_lazy_ensure(lz, UNIT, 100), 0);
+	CHECK(wait_fetched(&f, w + ra));
+	/*
+	 * Reads in the middle of that window, as random reads next to an
+	 * earlier one: the window after it, once, and no second one.
+	 */
+	CHECK_EQ(kiln_lazy_ensure(lz, w + ra / 2, 10), 0);
+	CHECK(wait_fetched(&f, w + 2 * ra));
+	CHECK_EQ(kiln_lazy_ensure(lz, w + ra / 2 + UNIT, 10), 0);
+	CHECK_EQ(kiln_lazy_ensure(lz, w + ra / 4, 10), 0);
+	usleep(100000);
+	CHECK_EQ(atomic_load(&f.fetched), w + 2 * ra);
+	CHECK_EQ(atomic_load(&f.calls), 4);
+	/* the second window, entered in its middle too: one more */
+	CHECK_EQ(kiln_lazy_ensure(lz, w + ra + ra / 2, 10), 0);
+	CHECK(wait_fetched(&f, w + 3 * ra));
+	CHECK_EQ(f.last_off, w + 2 * ra);
+	CHECK_EQ(atomic_load(&f.calls), 5);
+	kiln_lazy_close(lz);
+}
+
 /*
  * A fake whose fetches of a readahead window take a while: are two in
  * flight at once?
@@ -859,6 +893,7 @@ out:
 TAP_MAIN(TAP_ENTRY(a_unit_is_fetched_once),
 	 TAP_ENTRY(adjacent_missing_units_are_one_request),
 	 TAP_ENTRY(reading_in_order_reads_ahead_in_the_background),
+	 TAP_ENTRY(reads_inside_a_window_queue_one_more_each_time_it_is_entered),
 	 TAP_ENTRY(the_next_window_is_asked_for_while_one_is_coming),
 	 TAP_ENTRY(a_run_is_bounded),
 	 TAP_ENTRY(a_miss_in_the_hot_range_takes_its_window),
