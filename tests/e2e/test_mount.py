@@ -53,16 +53,29 @@ def need_fuse():
         pytest.skip(why)
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 class Mount:
     """A foreground `kiln mount -f` and its mount point."""
 
-    def __init__(self, kiln, image, opts, mnt):
+    def __init__(self, kiln, image, opts, mnt, ignore=()):
+        """@ignore: signals the mount starts with ignored, as under nohup;
+        the others start at their default, however this suite was
+        started (a shell's background job ignores SIGINT)."""
         self.mnt = Path(mnt)
         self.errfile = tempfile.TemporaryFile()
         self.argv = [str(kiln.path), "mount", "-f", *opts, str(image), mnt]
+
+        def dispositions():
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN if sig in ignore
+                              else signal.SIG_DFL)
+
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL,
-                                     stderr=self.errfile)
+                                     stderr=self.errfile,
+                                     preexec_fn=dispositions)
 
     def stderr(self):
         self.errfile.seek(0)
@@ -97,12 +110,12 @@ class Mount:
 
 
 @contextlib.contextmanager
-def kiln_mount(kiln, image, *opts):
+def kiln_mount(kiln, image, *opts, ignore=()):
     """with kiln_mount(kiln, image, "-o", "cache=none") as m: ... m.mnt.
     Always unmounts and removes the mount point; fails on a crash, a
     non-zero exit or a sanitizer report."""
     mnt = tempfile.mkdtemp(prefix="kiln-fuse-")
-    m = Mount(kiln, image, opts, mnt)
+    m = Mount(kiln, image, opts, mnt, ignore)
     rc = None
     try:
         m.wait_mounted()
@@ -445,6 +458,22 @@ def test_signals_unmount_cleanly(kiln, images, sig):
         m.proc.send_signal(sig)
         rc = m.proc.wait(timeout=20 * SLOW)
         assert rc == 0, m.stderr()
+        assert not is_mounted(m.mnt)
+
+
+def test_a_stop_signal_ignored_at_start_stays_ignored(kiln, images):
+    """Started with SIGINT ignored (nohup, a shell's background job), the
+    mount leaves it ignored, as libfuse does: SIGINT neither stops it nor
+    breaks its reads; SIGTERM still stops it cleanly."""
+    img, _ = image_of(images, "kiln")
+    with kiln_mount(kiln, img, ignore=(signal.SIGINT,)) as m:
+        names = sorted(os.listdir(m.mnt))
+        m.proc.send_signal(signal.SIGINT)
+        time.sleep(0.5 * SLOW)
+        assert m.proc.poll() is None, m.stderr()
+        assert sorted(os.listdir(m.mnt)) == names
+        m.proc.send_signal(signal.SIGTERM)
+        assert m.proc.wait(timeout=20 * SLOW) == 0, m.stderr()
         assert not is_mounted(m.mnt)
 
 

@@ -875,6 +875,37 @@ def stop_mount(p, mnt):
         return p.communicate()[1]
 
 
+def test_an_ignored_sigint_leaves_the_remote_mount_reading(kiln, images,
+                                                          nginx, tmp_path):
+    """A mount started with SIGINT ignored (nohup, a shell's background
+    job) keeps it ignored: a SIGINT neither stops it nor cancels the
+    image's requests, so files not read before still read right."""
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    tree, www = images
+    big = Path(tree.root).parent / "remote-big"
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    p = subprocess.Popen(
+        [str(kiln.path), "mount", "-f", "--cache-dir", str(tmp_path / "c"),
+         nginx.url("big.erofs"), str(mnt)],
+        stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        wait_fuse_mount(p, mnt)
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        assert p.poll() is None
+        # bytes no request has fetched yet
+        for name in ("random.bin", "text.txt"):
+            assert (mnt / name).read_bytes() == (big / name).read_bytes()
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=20) == 0
+    finally:
+        err = stop_mount(p, mnt)
+    assert p.returncode == 0, err
+
+
 def test_sigterm_unmounts_while_requests_are_stuck(kiln, images,
                                                    tmp_path_factory,
                                                    tmp_path):

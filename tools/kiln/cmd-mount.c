@@ -444,14 +444,22 @@ static void on_stop_signal(int sig)
 			fuse_actions[i].sa_handler(sig);
 }
 
+/*
+ * A signal the mount was started with ignored (nohup, a background job
+ * of a shell) stays ignored, as libfuse leaves it: it neither stops the
+ * mount nor cancels the image's requests.
+ */
 static void stop_signals_hook(struct kiln_image *img)
 {
 	struct sigaction sa = { .sa_handler = on_stop_signal };
 
 	atomic_store(&cancel_img, img);
 	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < NR_STOP_SIGNALS; i++)
-		sigaction(stop_signals[i], &sa, &fuse_actions[i]);
+	for (size_t i = 0; i < NR_STOP_SIGNALS; i++) {
+		sigaction(stop_signals[i], NULL, &fuse_actions[i]);
+		if (fuse_actions[i].sa_handler != SIG_IGN)
+			sigaction(stop_signals[i], &sa, NULL);
+	}
 }
 
 /* libfuse's handlers back, so that it removes them itself. */
